@@ -1,0 +1,68 @@
+# One-command set-up on a fresh Debian machine, then the demo and the tests. `make help` lists targets.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BASE_IMAGE ?= swe-rl/base:bookworm
+PYTEST_ARGS ?=
+WHEELS := $(wildcard /opt/wheels)
+FIND_LINKS := $(if $(WHEELS),--find-links /opt/wheels,)
+
+.PHONY: help setup system docker venv image demo test test-all lint format typecheck bench clean
+
+help:
+	@echo "make setup   - Debian packages, dockerd, venv (uv), package + dev extras, sandbox base image (idempotent)"
+	@echo "make demo    - setup + the end-to-end job on the embedded default (CPU, micro tasks)"
+	@echo "make test    - setup + the default test suite (docker and ray tests included, slow ones excluded)"
+	@echo "make test-all- setup + every test including the slow ones"
+	@echo "make lint    - ruff check, ruff format --check, mypy on the core"
+	@echo "make bench   - benchmarks in bench/ (each prints ratios against its in-run baseline)"
+
+setup: system docker venv image
+
+system:
+	@missing=""; command -v dockerd >/dev/null || missing="$$missing docker.io"; \
+	command -v debootstrap >/dev/null || missing="$$missing debootstrap"; \
+	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+
+docker:
+	@bash scripts/ensure_dockerd.sh
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	@command -v uv >/dev/null || python3 -m pip install -q uv
+	@[ -x $(PY) ] || uv venv -q $(VENV) --python 3.11
+	uv pip install -q --python $(PY) $(FIND_LINKS) -c constraints.txt -e ".[dev]"
+	@$(PY) -c "import torch; assert torch.version.cuda is None or '$(ALLOW_CUDA)', 'expected a CPU torch build'"
+	@touch $@
+
+image: venv docker
+	@$(VENV)/bin/sandboxes build-base --tag $(BASE_IMAGE) 2>/dev/null || bash scripts/build_base_image.sh $(BASE_IMAGE)
+
+demo: setup
+	$(VENV)/bin/swe-rl demo
+
+test: setup
+	$(PY) -m pytest -m "not slow and not gpu" $(PYTEST_ARGS)
+
+test-all: setup
+	$(PY) -m pytest -m "not gpu" $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy swe_rl sandboxes
+
+format: venv
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+typecheck: venv
+	$(VENV)/bin/mypy swe_rl sandboxes
+
+bench: setup
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

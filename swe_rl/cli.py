@@ -1,0 +1,35 @@
+"""`swe-rl` command line. Each command imports its heavy dependencies inside the function, so --help is fast."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="swe-rl",
+    help="RL for software-engineering agents: rollouts in Docker sandboxes, GRPO + AEM/EMPG/EPO, SWE-bench eval.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def main() -> None:
+    """swe-rl: train and evaluate coding agents."""
+
+
+@app.command()
+def version() -> None:
+    """Print versions of swe-rl and its key dependencies."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as v
+
+    for pkg in ("swe-rl", "torch", "transformers", "ray", "swebench", "docker", "openrlhf", "vllm"):
+        try:
+            typer.echo(f"{pkg:14s} {v(pkg)}")
+        except PackageNotFoundError:
+            typer.echo(f"{pkg:14s} (not installed)")
+
+
+if __name__ == "__main__":
+    app()

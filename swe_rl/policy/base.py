@@ -1,0 +1,29 @@
+"""Policy protocol: async, token-in/token-out. Backends: HF local, OpenAI-compatible server, vLLM engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 512
+    stop_token_ids: tuple[int, ...] = ()  # generation stops after emitting one of these (it is kept in token_ids)
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    token_ids: list[int]
+    logprobs: list[float]  # log p(token) under the sampling distribution (after temperature), one per token
+    text: str
+    finish_reason: str  # "stop" | "length"
+    token_entropy: list[float] | None = field(default=None)  # exact entropy per token when the backend has logits
+
+
+@runtime_checkable
+class Policy(Protocol):
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion: ...

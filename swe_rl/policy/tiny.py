@@ -1,0 +1,95 @@
+"""Tiny offline models: a byte-level BPE tokenizer with a ChatML template and a random Qwen2/Qwen3 model.
+
+Built from a config in about a second with no hub access, for tests and the CPU demo. Digits are split one per
+token (calibration showed it helps copying constants); specials follow Qwen's names so chat code is shared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+DEFAULT_CORPUS = [
+    "def add(a, b):\n    return a + b\n",
+    "<function=file_editor><parameter=command>view</parameter><parameter=path>/testbed</parameter></function>",
+    "<tool_call>{\"name\": \"execute_bash\", \"arguments\": {\"command\": \"python -m pytest -q\"}}</tool_call>",
+    "The function returns the wrong value. Fix the bug so that the tests pass.",
+    "Traceback (most recent call last):\n  File \"x.py\", line 3\nAssertionError: 1 != 2\n",
+]
+
+
+def build_tokenizer(corpus: Iterable[str] | None = None, vocab_size: int = 1024):
+    """Train a byte-level BPE on `corpus` and wrap it as a PreTrainedTokenizerFast with a ChatML template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIALS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    texts = list(corpus) if corpus is not None else DEFAULT_CORPUS * 4
+    tok.train_from_iterator(texts, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        unk_token=None,
+        additional_special_tokens=["<|im_start|>"],
+    )
+    fast.chat_template = CHATML_TEMPLATE
+    return fast
+
+
+TINY_SIZES = {
+    # name: (hidden, layers, heads, kv_heads, ffn)
+    "tiny": (64, 2, 4, 2, 128),
+    "1m": (128, 4, 4, 2, 512),
+    "5m": (256, 6, 8, 4, 1024),
+}
+
+
+def build_tiny_model(tokenizer, arch: str = "qwen2", size: str = "tiny", seed: int = 0, max_positions: int = 4096):
+    """A randomly initialised Qwen2ForCausalLM / Qwen3ForCausalLM sized for CPU."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+    if size not in TINY_SIZES:
+        raise ValueError(f"size={size!r}: expected one of {sorted(TINY_SIZES)}")
+    hidden, layers, heads, kv, ffn = TINY_SIZES[size]
+    common = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=ffn,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    if arch == "qwen2":
+        model = Qwen2ForCausalLM(Qwen2Config(**common))
+    elif arch == "qwen3":
+        model = Qwen3ForCausalLM(Qwen3Config(head_dim=hidden // heads, **common))
+    else:
+        raise ValueError(f"arch={arch!r}: expected 'qwen2' or 'qwen3'")
+    model.eval()
+    return model
