@@ -87,7 +87,9 @@ def _origin_of(loc: tuple[Any, ...], origins: dict[tuple[str, ...], str]) -> str
     return "defaults"
 
 
-def _record_origins(data: Any, source: str, prefix: tuple[str, ...], origins: dict[tuple[str, ...], str]) -> None:
+def _record_origins(
+    data: Any, source: str, prefix: tuple[str, ...], origins: dict[tuple[str, ...], str]
+) -> None:
     if isinstance(data, dict):
         for k, v in data.items():
             origins[(*prefix, str(k))] = source

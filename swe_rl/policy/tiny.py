@@ -19,9 +19,9 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 DEFAULT_CORPUS = [
     "def add(a, b):\n    return a + b\n",
     "<function=file_editor><parameter=command>view</parameter><parameter=path>/testbed</parameter></function>",
-    "<tool_call>{\"name\": \"execute_bash\", \"arguments\": {\"command\": \"python -m pytest -q\"}}</tool_call>",
+    '<tool_call>{"name": "execute_bash", "arguments": {"command": "python -m pytest -q"}}</tool_call>',
     "The function returns the wrong value. Fix the bug so that the tests pass.",
-    "Traceback (most recent call last):\n  File \"x.py\", line 3\nAssertionError: 1 != 2\n",
+    'Traceback (most recent call last):\n  File "x.py", line 3\nAssertionError: 1 != 2\n',
 ]
 
 
@@ -63,7 +63,9 @@ TINY_SIZES = {
 }
 
 
-def build_tiny_model(tokenizer, arch: str = "qwen2", size: str = "tiny", seed: int = 0, max_positions: int = 4096):
+def build_tiny_model(
+    tokenizer, arch: str = "qwen2", size: str = "tiny", seed: int = 0, max_positions: int = 4096
+):
     """A randomly initialised Qwen2ForCausalLM / Qwen3ForCausalLM sized for CPU."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
@@ -85,6 +87,7 @@ def build_tiny_model(tokenizer, arch: str = "qwen2", size: str = "tiny", seed: i
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(seed)
+    model: Qwen2ForCausalLM | Qwen3ForCausalLM
     if arch == "qwen2":
         model = Qwen2ForCausalLM(Qwen2Config(**common))
     elif arch == "qwen3":

@@ -58,7 +58,7 @@ def test_config_unknown_key_names_key_file_and_allowed(tmp_path):
 
 
 def test_config_bad_value_and_bad_override():
-    with pytest.raises(ConfigError, match="inner.lam"):
+    with pytest.raises(ConfigError, match=r"inner\.lam"):
         load_config(Outer, overrides=["inner.lam=notanumber"])
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         load_config(Outer, overrides=["inner.lam"])
