@@ -31,5 +31,11 @@ def version() -> None:
             typer.echo(f"{pkg:14s} (not installed)")
 
 
+# evaluation harness (swe_rl/evaluation/cli.py)
+from swe_rl.evaluation.cli import eval_command, report_command  # noqa: E402
+
+app.command("eval")(eval_command)
+app.command("report")(report_command)
+
 if __name__ == "__main__":
     app()

@@ -1,0 +1,190 @@
+"""`run_eval`: the agent over a dataset k times → trajectories, predictions, grading, report (resumable).
+
+Order of work, each step idempotent:
+1. config: saved on first run; a rerun with different identity fields (dataset, policy, agent, sandbox, grader,
+   model name) is refused, so one run directory never mixes two setups. More runs (k) may be added later.
+2. episodes: only the (run, instance) pairs without a trajectory file are scheduled on the pool; each result is
+   written atomically as it arrives (with our grader, its grading record too).
+3. per-run trajectories JSONL and SWE-bench predictions JSONL are rewritten from the episode files.
+4. official grader: swebench's run_evaluation on each run's predictions, for instances without a grading record.
+5. report.json, report.md and plots, rebuilt from the files (also `swe-rl report`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from swe_rl.agent.trajectory import Trajectory
+from swe_rl.config import ConfigError
+from swe_rl.evaluation.config import DatasetConfig, EvalConfig
+from swe_rl.evaluation.report import Episode, build_report, episode_from, report_json, report_markdown
+from swe_rl.evaluation.store import EvalRun, atomic_write
+from swe_rl.rollout.context import RolloutSpec
+from swe_rl.tasks.task import Task
+
+OnTrajectory = Callable[[Trajectory, Any], None]  # (trajectory, pool): a hook for progress and fault tests
+
+
+def load_eval_tasks(ds: DatasetConfig) -> list[Task]:
+    from swe_rl.tasks.loaders import load_tasks
+
+    tasks = sorted(load_tasks(ds.source, split=ds.split), key=lambda t: t.instance_id)
+    if ds.instances:
+        tasks = [t for t in tasks if any(fnmatch.fnmatchcase(t.instance_id, p) for p in ds.instances)]
+        if not tasks:
+            raise ConfigError(f"dataset.instances={ds.instances}: no instance of {ds.source!r} matches")
+    return tasks[: ds.limit] if ds.limit else tasks
+
+
+def check_config(run: EvalRun, cfg: EvalConfig) -> None:
+    """Save the resolved config, or check that a resumed run keeps its identity."""
+    if run.dir.config.is_file():
+        old = EvalConfig.model_validate(yaml.safe_load(run.dir.config.read_text()))
+        if old.identity() != cfg.identity():
+            diff = sorted(k for k in cfg.identity() if old.identity()[k] != cfg.identity()[k])
+            raise ConfigError(
+                f"run directory {run.root} holds an evaluation with different {', '.join(diff)}; "
+                "choose another --name (or delete the directory) instead of mixing two setups"
+            )
+    run.dir.save_config(cfg)
+
+
+def grading_record(traj: Trajectory, grader: str) -> dict[str, Any]:
+    g = traj.metrics.get("grading") or {}
+    failure = g.get("failure") or ("episode_error" if traj.exit_status == "error" else None)
+    return {
+        "instance_id": traj.task_id,
+        "run": traj.sample_idx,
+        "grader": grader,
+        "resolved": bool(traj.resolved),
+        "reward": traj.reward,
+        "failure": failure,
+        "empty_patch": not traj.patch.strip(),
+        "tests": g.get("tests", {}),
+    }
+
+
+def missing_items(run: EvalRun, tasks: list[Task], k: int, retry_errors: bool) -> list[tuple[Task, int]]:
+    todo = []
+    for r in range(k):
+        for t in tasks:
+            traj = run.load_trajectory(r, t.instance_id)
+            if traj is None or (retry_errors and traj.exit_status == "error"):
+                todo.append((t, r))
+    return todo
+
+
+def run_episodes(
+    run: EvalRun, cfg: EvalConfig, todo: list[tuple[Task, int]], on_traj: OnTrajectory | None
+) -> None:
+    from swe_rl.rollout.pool import make_pool
+
+    spec = RolloutSpec(policy=cfg.policy, agent=cfg.agent, sandbox=cfg.sandbox, grade=cfg.grader == "ours")
+    pool = make_pool(cfg.pool, spec)
+    try:
+        for traj in pool.run_items(todo):
+            run.save_trajectory(traj)
+            if cfg.grader == "ours":
+                run.save_grading(traj.sample_idx, traj.task_id, grading_record(traj, "ours"))
+            if on_traj is not None:
+                on_traj(traj, pool)
+    finally:
+        pool.close()
+
+
+def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> None:
+    """swebench's run_evaluation over run r's predictions, for the instances without a grading record."""
+    from swe_rl.tasks.official import grade_predictions_official
+
+    need = [t for t in tasks if run.load_grading(r, t.instance_id) is None]
+    trajs = {t.instance_id: run.load_trajectory(r, t.instance_id) for t in need}
+    preds = [
+        {"instance_id": i, "model_name_or_path": cfg.model_name, "model_patch": tr.patch}
+        for i, tr in trajs.items()
+        if tr is not None and tr.exit_status != "error" and tr.patch.strip()
+    ]
+    results = grade_predictions_official(
+        [t for t in need if t.instance_id in {p["instance_id"] for p in preds}],
+        preds,
+        run_id=f"{cfg.name}_run{r:02d}",
+        workdir=run.root / "grading" / f"official_run_{r:02d}",
+        max_workers=cfg.grade_workers,
+    )
+    for iid, tr in trajs.items():
+        if tr is None:
+            continue
+        res = results.get(iid)
+        if res is not None:
+            tr.reward, tr.resolved = res.reward, res.resolved
+            tr.metrics["grading"] = {"failure": res.failure, "tests": res.tests}
+        elif tr.exit_status != "error" and not tr.patch.strip():
+            tr.reward, tr.resolved = 0.0, False  # empty patch: unresolved without grading
+        run.save_grading(r, iid, grading_record(tr, "official"))
+
+
+def collect(
+    run: EvalRun, tasks: list[Task], k: int, grader: str
+) -> tuple[list[Episode], dict[int, list[Trajectory]]]:
+    episodes, per_run = [], {}
+    for r in range(k):
+        per_run[r] = []
+        for t in tasks:
+            traj = run.load_trajectory(r, t.instance_id)
+            if traj is None:
+                continue
+            grading = run.load_grading(r, t.instance_id)
+            if grading is None and grader == "ours":
+                grading = grading_record(traj, "ours")  # crash between the two writes: the trajectory has it
+                run.save_grading(r, t.instance_id, grading)
+            per_run[r].append(traj)
+            episodes.append(episode_from(traj, grading, t.repo))
+    return episodes, per_run
+
+
+def write_report(run: EvalRun, cfg: EvalConfig, tasks: list[Task]) -> dict[str, Any]:
+    from swe_rl.evaluation.plots import write_plots
+
+    episodes, per_run = collect(run, tasks, cfg.runs, cfg.grader)
+    for r, trajs in per_run.items():
+        run.write_run_files(r, trajs, cfg.model_name)
+    meta = {
+        "name": cfg.name,
+        "dataset": cfg.dataset.source,
+        "model_name": cfg.model_name,
+        "grader": cfg.grader,
+    }
+    report = build_report(episodes, cfg.runs, meta)
+    report["complete"] = len(episodes) == len(tasks) * cfg.runs
+    plots = write_plots(report, episodes, run.dir.report)
+    atomic_write(run.dir.report / "report.json", report_json(report))
+    atomic_write(run.dir.report / "report.md", report_markdown(report, plots))
+    return report
+
+
+def run_eval(cfg: EvalConfig, on_trajectory: OnTrajectory | None = None) -> dict[str, Any]:
+    """Run (or resume) an evaluation; returns the report dict (also in <run>/report/report.json)."""
+    run = EvalRun(Path(cfg.output_dir) / cfg.name)
+    check_config(run, cfg)
+    tasks = load_eval_tasks(cfg.dataset)
+    todo = missing_items(run, tasks, cfg.runs, cfg.retry_errors)
+    if todo:
+        run_episodes(run, cfg, todo, on_trajectory)
+    if cfg.grader == "official":
+        for r in range(cfg.runs):
+            run.write_run_files(r, collect(run, tasks, cfg.runs, "official")[1][r], cfg.model_name)
+            grade_official(run, cfg, tasks, r)
+    return write_report(run, cfg, tasks)
+
+
+def report_from_dir(run_dir: str | Path) -> dict[str, Any]:
+    """Rebuild report.json / report.md / plots of an existing run directory (no episodes are run)."""
+    if not (Path(run_dir) / "config.yaml").is_file():
+        raise ConfigError(f"{run_dir}: not an evaluation run directory (no config.yaml)")
+    run = EvalRun(run_dir)
+    cfg = EvalConfig.model_validate(yaml.safe_load(run.dir.config.read_text()))
+    return write_report(run, cfg, load_eval_tasks(cfg.dataset))

@@ -1,0 +1,164 @@
+"""`rollout_one`: one episode plus its reward, and the single boundary where exceptions become data.
+
+Everything below this function (sandbox start, agent turns, policy calls, grading) may raise; nothing above it
+(the pools, the trainer, the evaluation harness) ever sees an exception from an episode. A failure is recorded
+in the trajectory as exit_status="error", the traceback in `error`, and reward None (masked, never scored 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sandboxes.base import Sandbox
+from swe_rl.agent.trajectory import Trajectory
+from swe_rl.policy.base import Policy
+from swe_rl.tasks.reward import RewardResult
+from swe_rl.tasks.task import Task
+
+# A fresh, not yet started sandbox for one task (at the task's image); rollout_one enters it with `async with`.
+SandboxFactory = Callable[[Task], Sandbox]
+# Grades a patch for a task; sync or async. Infrastructure failures are RewardResult(reward=None, failure=...).
+RewardFn = Callable[[Task, str], "RewardResult | Awaitable[RewardResult]"]
+
+
+class EpisodeFn(Protocol):
+    """The agent loop's signature (swe_rl.agent's run_episode): one episode in a started sandbox."""
+
+    async def __call__(
+        self, task: Task, sandbox: Sandbox, policy: Policy, tokenizer: Any, cfg: Any, *, sample_idx: int = 0
+    ) -> Trajectory: ...
+
+
+class PolicyProvider(Protocol):
+    """What a rollout worker holds: a tokenizer, a policy per episode, and a way to load new weights."""
+
+    tokenizer: Any
+
+    def policy_for(self, task: Task, sample_idx: int) -> Policy: ...
+
+    def set_state(self, state_dict: Any) -> None: ...
+
+
+def default_episode_fn() -> EpisodeFn:
+    # Imported here so the rollout package imports without the agent (and its tools) until an episode runs.
+    from swe_rl.agent.loop import run_episode
+
+    return run_episode
+
+
+@dataclass
+class EpisodeContext:
+    """Everything one worker needs to run episodes; built once per worker (per Ray actor, or in-process)."""
+
+    policy: PolicyProvider
+    sandbox_factory: SandboxFactory
+    agent_cfg: Any
+    reward_fn: RewardFn | None = None  # None: trajectories come back ungraded (reward None, graded later)
+    episode_fn: EpisodeFn | None = None  # None: swe_rl.agent.loop.run_episode
+
+    async def run(self, task: Task, sample_idx: int) -> Trajectory:
+        return await rollout_one(
+            task,
+            sample_idx,
+            self.policy.policy_for(task, sample_idx),
+            self.sandbox_factory,
+            self.agent_cfg,
+            self.reward_fn,
+            tokenizer=self.policy.tokenizer,
+            episode_fn=self.episode_fn,
+        )
+
+
+def error_trajectory(task_id: str, sample_idx: int, error: str, **metrics: Any) -> Trajectory:
+    """The record of an episode that failed for infrastructure reasons: no reward, never scored 0."""
+    return Trajectory(
+        task_id=task_id,
+        sample_idx=sample_idx,
+        exit_status="error",
+        truncated=True,
+        reward=None,
+        error=error,
+        metrics=dict(metrics),
+    )
+
+
+async def rollout_one(
+    task: Task,
+    sample_idx: int,
+    policy: Policy,
+    sandbox_factory: SandboxFactory,
+    agent_cfg: Any,
+    reward_fn: RewardFn | None,
+    *,
+    tokenizer: Any = None,
+    episode_fn: EpisodeFn | None = None,
+) -> Trajectory:
+    """Run one episode of `task` and grade its patch. Never raises except on cancellation (Ctrl-C, shutdown).
+
+    metrics gets rollout_s and grading_s; `metrics["grading"]` holds the grader's failure label and test report.
+    """
+    t0 = time.monotonic()
+    run = episode_fn or default_episode_fn()
+    try:
+        async with sandbox_factory(task) as sandbox:
+            traj = await run(task, sandbox, policy, tokenizer, agent_cfg, sample_idx=sample_idx)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:
+        # The agent attaches its partial trajectory (turns so far) to infrastructure errors: keep it for debugging.
+        partial = getattr(e, "trajectory", None)
+        failed = error_trajectory(
+            task.instance_id, sample_idx, traceback.format_exc(), rollout_s=time.monotonic() - t0
+        )
+        if isinstance(partial, Trajectory):
+            partial.exit_status, partial.truncated, partial.terminated = "error", True, False
+            partial.reward, partial.resolved, partial.error = None, False, failed.error
+            partial.sample_idx = sample_idx
+            partial.metrics.update(failed.metrics)
+            return partial
+        return failed
+    traj.task_id = task.instance_id
+    traj.sample_idx = sample_idx
+    traj.metrics["rollout_s"] = time.monotonic() - t0
+    if traj.exit_status == "error" or reward_fn is None:
+        traj.reward = None
+        return traj
+    await _grade_into(traj, task, reward_fn)
+    return traj
+
+
+async def _grade_into(traj: Trajectory, task: Task, reward_fn: RewardFn) -> None:
+    t0 = time.monotonic()
+    if not traj.patch.strip():
+        # An empty patch cannot resolve an issue (its FAIL_TO_PASS tests fail on the base commit): score 0 without
+        # spending a container on it. This is a policy outcome, not an infrastructure failure.
+        result = RewardResult(reward=0.0, resolved=False, failure=None)
+    else:
+        try:
+            result = await _call_reward(reward_fn, task, traj.patch)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            traj.reward, traj.resolved = None, False
+            traj.error = traceback.format_exc()
+            traj.metrics["grading"] = {"failure": "grader_exception", "tests": {}}
+            traj.metrics["grading_s"] = time.monotonic() - t0
+            return
+    traj.reward, traj.resolved = result.reward, bool(result.resolved)
+    traj.metrics["grading"] = {"failure": result.failure, "tests": result.tests}
+    traj.metrics["grading_s"] = time.monotonic() - t0
+
+
+async def _call_reward(reward_fn: RewardFn, task: Task, patch: str) -> RewardResult:
+    # Called in a thread: a sync grader blocks (docker SDK, subprocess) and must not stall the worker's other
+    # episodes; an async grader just returns its coroutine there, which is awaited on this loop.
+    result = await asyncio.to_thread(reward_fn, task, patch)
+    if inspect.isawaitable(result):
+        result = await result
+    return result  # type: ignore[return-value]

@@ -1,0 +1,48 @@
+"""`RolloutWorker`: the body of one Ray rollout actor (a plain class; the pool wraps it with `ray.remote`).
+
+It builds its EpisodeContext once (policy, sandbox factory, grader) from a picklable zero-argument factory and
+runs up to `max_concurrency` episodes at once on its event loop (Ray async actor). `shutdown` cancels the running
+episodes so their sandboxes close before the process is killed: no container outlives a pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from typing import Any
+
+from swe_rl.agent.trajectory import Trajectory
+from swe_rl.rollout.episode import EpisodeContext
+from swe_rl.tasks.task import Task
+
+
+class RolloutWorker:
+    def __init__(self, context_factory: Callable[[], EpisodeContext]):
+        self._ctx = context_factory()
+        self._running: set[asyncio.Task[Any]] = set()
+
+    async def run(self, task: Task, sample_idx: int) -> Trajectory:
+        current = asyncio.current_task()
+        if current is not None:
+            self._running.add(current)
+        try:
+            traj = await self._ctx.run(task, sample_idx)
+        finally:
+            self._running.discard(current)  # type: ignore[arg-type]
+        traj.metrics["worker_pid"] = os.getpid()
+        return traj
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def set_policy_state(self, state_dict: Any) -> None:
+        self._ctx.policy.set_state(state_dict)
+
+    async def shutdown(self) -> int:
+        """Cancel running episodes and wait until their sandboxes are closed; returns how many were cancelled."""
+        tasks = [t for t in self._running if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return len(tasks)

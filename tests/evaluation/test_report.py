@@ -1,0 +1,63 @@
+"""Report buckets, statistics and files from hand-made trajectories (the report's inputs, not a fake of it)."""
+
+from __future__ import annotations
+
+import json
+
+from swe_rl.agent.trajectory import Trajectory
+from swe_rl.evaluation.plots import write_plots
+from swe_rl.evaluation.report import build_report, episode_from, report_json, report_markdown
+from swe_rl.evaluation.store import EvalRun
+
+
+def _traj(iid: str, run: int, patch: str, status: str = "submitted") -> Trajectory:
+    msgs = [
+        {"role": "system", "content": "s"},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "o"},
+    ]
+    return Trajectory(
+        task_id=iid, sample_idx=run, patch=patch, exit_status=status, messages=msgs, token_ids=[1, 2, 3]
+    )
+
+
+def test_buckets_rates_and_pass_at_k(tmp_path):
+    rows = [
+        (_traj("a__r-1", 0, "diff"), {"resolved": True, "reward": 1.0}, "a/r"),
+        (_traj("a__r-1", 1, "diff"), {"resolved": False, "reward": 0.0}, "a/r"),
+        (_traj("b__s-2", 0, ""), {"resolved": False, "reward": 0.0}, "b/s"),
+        (_traj("b__s-2", 1, "", status="error"), None, "b/s"),
+        (_traj("c__t-3", 0, "diff"), {"resolved": False, "reward": None, "failure": "sandbox_died"}, "c/t"),
+        (_traj("c__t-3", 1, "diff"), {"resolved": True, "reward": 1.0}, "c/t"),
+    ]
+    eps = [episode_from(t, g, repo) for t, g, repo in rows]
+    rep = build_report(eps, 2, {"name": "x"})
+    assert rep["counts"] == {"resolved": 2, "unresolved": 1, "empty_patch": 1, "infra_failure": 2}
+    assert rep["runs"][0]["resolved_ids"] == ["a__r-1"] and rep["runs"][0]["empty_patch_ids"] == ["b__s-2"]
+    assert rep["runs"][1]["infra_failure_ids"] == ["b__s-2"]
+    assert rep["resolve_rate"] == round(2 / 6, 6)
+    assert rep["pass@1_mean_over_runs"] == round(2 / 6, 6)
+    assert rep["pass@k"] == {"1": round(1 / 3, 6), "2": round(2 / 3, 6)}
+    assert rep["infra_failure_labels"] == {"episode_error": 1, "sandbox_died": 1}
+    assert rep["per_repo"]["a/r"] == {"episodes": 2, "resolved": 1, "resolve_rate": 0.5}
+    assert rep["steps"]["mean"] == 1.0
+    # Deterministic: the same episodes in another order give the same bytes.
+    assert report_json(build_report(list(reversed(eps)), 2, {"name": "x"})) == report_json(rep)
+    plots = write_plots(rep, eps, tmp_path)
+    assert all((tmp_path / p).stat().st_size > 1000 for p in plots) and len(plots) == 4
+    md = report_markdown(rep, plots)
+    assert "| a/r | 2 | 1 | 50.0% |" in md and "resolve_rate_by_repo.png" in md
+
+
+def test_run_files_are_swebench_predictions(tmp_path):
+    run = EvalRun(tmp_path / "r")
+    t = _traj("a__r-1", 0, "diff --git a/x b/x\n")
+    run.save_trajectory(t)
+    assert run.load_trajectory(0, "a__r-1").patch == t.patch
+    run.write_run_files(0, [t], "m")
+    pred = json.loads(run.predictions_path(0).read_text())
+    assert pred == {"instance_id": "a__r-1", "model_name_or_path": "m", "model_patch": t.patch}
+    assert not list(run.root.rglob("*.tmp"))
+    # A half-written episode file (not possible with atomic writes, but a copy tool could leave one) is missing.
+    run.traj_path(0, "b").write_text('{"task_id": "b", "sample')
+    assert run.load_trajectory(0, "b") is None
