@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 EXIT_STATUSES = ("submitted", "max_steps", "context_limit", "timeout", "format_errors", "error")
@@ -38,3 +39,48 @@ class Trajectory:
     @classmethod
     def from_json(cls, line: str) -> Trajectory:
         return cls(**json.loads(line))
+
+
+def mask_runs(loss_mask: list[int]) -> list[tuple[int, int]]:
+    """Maximal runs of 1 as [start, end) pairs: one per assistant turn (the response spans)."""
+    runs: list[tuple[int, int]] = []
+    start = None
+    for i, m in enumerate(loss_mask):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            runs.append((start, i))
+            start = None
+    if start is not None:
+        runs.append((start, len(loss_mask)))
+    return runs
+
+
+def span_ids(loss_mask: list[int]) -> list[int]:
+    """(T,) span index per token: k for tokens of the k-th run of 1s, -1 for mask-0 tokens."""
+    out = [-1] * len(loss_mask)
+    for k, (s, e) in enumerate(mask_runs(loss_mask)):
+        out[s:e] = [k] * (e - s)
+    return out
+
+
+def write_jsonl(path: str | Path, trajectories: list[Trajectory], *, append: bool = True) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a" if append else "w") as f:
+        for t in trajectories:
+            f.write(t.to_json() + "\n")
+    return path
+
+
+def read_jsonl(path: str | Path) -> list[Trajectory]:
+    """Every trajectory in a JSONL file; a bad line fails with its line number."""
+    out = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(Trajectory.from_json(line))
+        except (json.JSONDecodeError, TypeError) as e:
+            raise ValueError(f"{path}:{n}: not a trajectory JSON line ({e})") from None
+    return out

@@ -1,0 +1,64 @@
+"""`AgentConfig`: every knob of the DeepSWE-style agent loop (limits, tools, prompts, chat template)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from swe_rl.config import StrictModel
+
+
+class AgentConfig(StrictModel):
+    action_format: Literal["xml", "hermes"] = (
+        "xml"  # DeepSWE XML function calls or Qwen/Hermes JSON tool calls
+    )
+    max_steps: int = Field(40, ge=1)  # assistant turns before exit "max_steps"
+    max_context_tokens: int = Field(
+        32768, ge=16
+    )  # whole episode (prompt + turns + observations); "context_limit"
+    max_new_tokens: int = Field(2048, ge=1)  # per assistant turn (capped by what the context has left)
+    max_wall_s: float = Field(1800.0, gt=0)  # wall clock per trajectory, policy + tools; exit "timeout"
+    max_format_errors: int = Field(3, ge=1)  # replies without a valid call before exit "format_errors"
+    temperature: float = Field(1.0, ge=0)  # sampling temperature (0 = greedy)
+    top_p: float = Field(1.0, gt=0, le=1)  # nucleus sampling
+    seed: int | None = None  # base sampling seed; per turn seed = seed + 1000 * sample_idx + step
+    tool_timeout_s: float = Field(90.0, gt=0)  # execute_bash timeout inside the sandbox
+    max_observation_chars: int = Field(16000, ge=100)  # longer observations are clipped (head + tail)
+    token_warning_fraction: float = Field(0.9, gt=0, le=1)  # warn "running out of tokens" past this share
+    repo_dir: str = "/testbed"  # repository inside the sandbox
+    tools_dir: str = "/usr/local/lib/swe_rl_tools"  # where the tool scripts are copied
+    tool_python: str = "python3"  # interpreter that runs the tool scripts inside the sandbox
+    system_prompt_file: str | None = (
+        None  # replaces the bundled system prompt (placeholders: {tool_descriptions}, {tools_json})
+    )
+    task_prompt_file: str | None = (
+        None  # replaces the bundled task prompt (placeholders: {problem_statement}, {repo_dir})
+    )
+    notes_file: str | None = (
+        None  # replaces the bundled per-step notes (YAML: steps_remaining, last_step, token_warning)
+    )
+    observation_role: Literal["user", "tool"] | None = None  # None: "user" for xml, "tool" for hermes
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict
+    )  # e.g. {enable_thinking: false} for Qwen3
+    turn_end_token: str = "<|im_end|>"  # closes an assistant turn; appended (mask 0) when generation was cut
+    extra_stop_tokens: list[str] = Field(
+        default_factory=lambda: ["<|endoftext|>"]
+    )  # also end a turn if in vocab
+    patch_exclude: list[str] = Field(
+        default_factory=lambda: ["*.pyc", "__pycache__", ".pytest_cache", "*.egg-info"]
+    )  # pathspecs left out of the patch (build and cache artefacts)
+    setup_timeout_s: float = Field(120.0, gt=0)  # tool install, base-commit lookup, patch extraction
+
+    @model_validator(mode="after")
+    def _check(self) -> AgentConfig:
+        if not self.repo_dir.startswith("/"):
+            raise ValueError(f"repo_dir={self.repo_dir!r}: expected an absolute path")
+        return self
+
+    @property
+    def obs_role(self) -> str:
+        if self.observation_role is not None:
+            return self.observation_role
+        return "tool" if self.action_format == "hermes" else "user"

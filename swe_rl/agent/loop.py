@@ -1,0 +1,226 @@
+"""The agent loop: one episode of policy turns and tool calls in a started sandbox -> `Trajectory`.
+
+Token-in/token-out: the prompt is rendered once, policy tokens are appended as generated (loss mask 1, with their
+rollout logprobs and entropy), observations are appended as chat-template deltas (mask 0). The history is never
+re-tokenized. Reward is not computed here (the rollout layer grades the patch).
+
+Exit statuses: submitted (terminated), format_errors (terminated: the policy's own doing, so it is scored),
+max_steps / context_limit / timeout (truncated). Tool failures are observations. Infrastructure failures
+(SandboxError, a policy backend that is down) propagate; the exception carries the partial trajectory as
+`exc.trajectory` with exit_status "error" so the caller's single boundary can record it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from typing import Any
+
+from sandboxes.base import Sandbox
+from swe_rl.agent.chat import ChatFormat
+from swe_rl.agent.config import AgentConfig
+from swe_rl.agent.parsing import ParseError, parse_action
+from swe_rl.agent.patch import base_commit_of, get_patch
+from swe_rl.agent.prompts import Prompts
+from swe_rl.agent.toolset import SUBMIT, build_command, canonical_name, install_tools
+from swe_rl.agent.trajectory import Trajectory
+from swe_rl.policy.base import Policy, SamplingParams
+from swe_rl.tasks.task import Task
+
+TRUNCATING = {"max_steps", "context_limit", "timeout"}
+
+
+def clip_middle(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n<observation clipped: {len(text) - 2 * half} characters omitted>\n{text[-half:]}"
+
+
+async def run_tool(sandbox: Sandbox, name: str, params: dict[str, Any], cfg: AgentConfig, wait: float) -> str:
+    """One tool call -> observation text. Bad calls and failing commands are observations, not exceptions."""
+    try:
+        cmd = build_command(
+            name,
+            params,
+            python=cfg.tool_python,
+            tools_dir=cfg.tools_dir,
+            repo_dir=cfg.repo_dir,
+            timeout=cfg.tool_timeout_s,
+        )
+    except ValueError as e:
+        return f"ERROR: {e}"
+    res = await sandbox.exec(cmd, timeout=min(wait, cfg.tool_timeout_s + 30), cwd=cfg.repo_dir)
+    out = res.output.rstrip("\n")
+    if res.timed_out:
+        out += f"\nERROR: the call did not finish within {cfg.tool_timeout_s:g} seconds."
+    return f"Execution output of [{name}]:\n{clip_middle(out, cfg.max_observation_chars)}"
+
+
+async def run_episode(
+    task: Task, sandbox: Sandbox, policy: Policy, tokenizer: Any, cfg: AgentConfig, *, sample_idx: int = 0
+) -> Trajectory:
+    t_start = time.monotonic()
+    deadline = t_start + cfg.max_wall_s
+    prompts = Prompts.load(cfg)
+    chat = ChatFormat(tokenizer, cfg.turn_end_token, cfg.obs_role, cfg.chat_template_kwargs)
+    stop_ids = chat.stop_ids(cfg.extra_stop_tokens)
+    traj = Trajectory(task_id=task.instance_id, sample_idx=sample_idx)
+    ids, mask, logps = traj.token_ids, traj.loss_mask, traj.logprobs
+    entropy: list[float] | None = []
+    timing = {"setup_s": 0.0, "policy_s": 0.0, "tools_s": 0.0, "patch_s": 0.0}
+    counts = {"steps": 0, "format_errors": 0, "multi_calls": 0, "tool_calls": 0, "closed_by_loop": 0}
+
+    def append(
+        new: list[int], *, policy_lp: list[float] | None = None, ent: list[float] | None = None
+    ) -> None:
+        nonlocal entropy
+        ids.extend(new)
+        mask.extend([1 if policy_lp is not None else 0] * len(new))
+        logps.extend(policy_lp if policy_lp is not None else [0.0] * len(new))
+        if entropy is not None:
+            if policy_lp is not None and ent is None:
+                entropy = None  # the backend gave no entropy for this turn: drop the whole field
+            else:
+                entropy.extend(ent if ent is not None else [0.0] * len(new))
+
+    def finish(status: str) -> None:
+        traj.exit_status = status
+        traj.terminated = status in ("submitted", "format_errors")
+        traj.truncated = status in TRUNCATING
+
+    try:
+        t0 = time.monotonic()
+        await install_tools(sandbox, cfg.tools_dir)
+        base_commit = task.base_commit or await base_commit_of(sandbox, cfg.repo_dir, cfg.setup_timeout_s)
+        timing["setup_s"] += time.monotonic() - t0
+
+        task_text = (
+            prompts.task(task.problem_statement, cfg.repo_dir) + "\n" + prompts.step_note(cfg.max_steps + 1)
+        )
+        prompt_text, prompt_ids = chat.prompt(prompts.system, task_text)
+        append(prompt_ids)
+        traj.prompt_len = len(prompt_ids)
+        traj.messages += [
+            {"role": "system", "content": prompts.system},
+            {"role": "user", "content": task_text, "span": [0, len(ids)], "text": prompt_text},
+        ]
+        status: str | None = "context_limit" if len(ids) >= cfg.max_context_tokens else None
+
+        while status is None:
+            budget = cfg.max_context_tokens - len(ids)
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                status = "timeout"
+                break
+            seed = None if cfg.seed is None else cfg.seed + 1000 * sample_idx + counts["steps"]
+            sampling = SamplingParams(
+                temperature=cfg.temperature,
+                top_p=cfg.top_p,
+                max_new_tokens=min(cfg.max_new_tokens, budget),
+                stop_token_ids=stop_ids,
+                seed=seed,
+            )
+            t0 = time.monotonic()
+            try:
+                completion = await asyncio.wait_for(policy.generate(list(ids), sampling), timeout=wait)
+            except asyncio.TimeoutError:
+                timing["policy_s"] += time.monotonic() - t0
+                status = "timeout"
+                break
+            timing["policy_s"] += time.monotonic() - t0
+            counts["steps"] += 1
+
+            # --- the assistant turn: policy tokens as generated (mask 1) -----------------------------------
+            toks = list(completion.token_ids)[:budget]
+            start = len(ids)
+            append(
+                toks,
+                policy_lp=list(completion.logprobs)[: len(toks)],
+                ent=_maybe(completion.token_entropy, toks),
+            )
+            stopped = bool(toks) and toks[-1] in stop_ids
+            reply = tokenizer.decode(toks[:-1] if stopped else toks, skip_special_tokens=False)
+            turn: dict[str, Any] = {"role": "assistant", "content": reply, "span": [start, len(ids)]}
+            turn["finish_reason"] = completion.finish_reason
+            traj.messages.append(turn)
+            if not toks or toks[-1] != chat.turn_end_id:
+                if len(ids) >= cfg.max_context_tokens:
+                    status = "context_limit"
+                    break
+                append([chat.turn_end_id])  # close the turn for the template; not a policy token (mask 0)
+                turn["closed_by_loop"] = True
+                counts["closed_by_loop"] += 1
+
+            # --- parse and act -------------------------------------------------------------------------------
+            try:
+                action = parse_action(reply, cfg.action_format)
+            except ParseError as e:
+                counts["format_errors"] += 1
+                turn["parse_error"] = str(e)
+                observation = f"ERROR: {e}"
+                if counts["format_errors"] >= cfg.max_format_errors:
+                    status = "format_errors"
+                    break
+            else:
+                name = canonical_name(action.name)
+                turn["action"] = {"name": name, "params": action.params}
+                counts["multi_calls"] += action.n_calls > 1
+                if name == SUBMIT:
+                    status = "submitted"
+                    break
+                t0 = time.monotonic()
+                try:
+                    observation = await asyncio.wait_for(
+                        run_tool(sandbox, name, action.params, cfg, wait=deadline - time.monotonic()),
+                        timeout=max(deadline - time.monotonic(), 0.001),
+                    )
+                except asyncio.TimeoutError:
+                    timing["tools_s"] += time.monotonic() - t0
+                    status = "timeout"
+                    break
+                timing["tools_s"] += time.monotonic() - t0
+                counts["tool_calls"] += 1
+                if action.n_calls > 1:
+                    observation += "\nNOTE: only the first function call of your reply was executed."
+
+            # --- the observation: a template delta (mask 0) --------------------------------------------------
+            if counts["steps"] >= cfg.max_steps:
+                status = "max_steps"
+                break
+            observation += "\n" + prompts.step_note(cfg.max_steps - counts["steps"])
+            if len(ids) >= cfg.token_warning_fraction * cfg.max_context_tokens:
+                observation += "\n" + prompts.token_warning
+            obs_text, obs_ids = chat.observation(observation)
+            if len(ids) + len(obs_ids) >= cfg.max_context_tokens:
+                status = "context_limit"
+                break
+            start = len(ids)
+            append(obs_ids)
+            traj.messages.append(
+                {"role": cfg.obs_role, "content": observation, "span": [start, len(ids)], "text": obs_text}
+            )
+
+        finish(status)
+        t0 = time.monotonic()
+        traj.patch = await get_patch(
+            sandbox, cfg.repo_dir, base_commit, cfg.patch_exclude, cfg.setup_timeout_s
+        )
+        timing["patch_s"] = time.monotonic() - t0
+    except Exception as e:
+        finish("error")
+        traj.error = traceback.format_exc()
+        e.trajectory = traj  # type: ignore[attr-defined]  # the caller's boundary records the partial episode
+        raise
+    finally:
+        traj.entropy = entropy
+        total = time.monotonic() - t_start
+        overhead = total - sum(timing.values())
+        traj.metrics.update({**counts, **timing, "wall_s": total, "loop_overhead_s": overhead})
+        traj.metrics["policy_tokens"] = sum(mask)
+    return traj
+
+
+def _maybe(values: list[float] | None, toks: list[int]) -> list[float] | None:
+    return None if values is None else list(values)[: len(toks)]

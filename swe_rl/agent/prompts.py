@@ -1,0 +1,80 @@
+"""Prompt templates: bundled files in swe_rl/agent/prompts/, each replaceable by a file named in AgentConfig.
+
+Placeholders are `{name}` and only known names are substituted (issue texts and JSON examples keep their braces).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from swe_rl.agent.config import AgentConfig
+from swe_rl.agent.toolset import TOOL_SPECS, ToolSpec
+
+
+def _read(override: str | None, bundled: str, field: str) -> str:
+    if override is None:
+        return (resources.files("swe_rl.agent") / "prompts" / bundled).read_text()
+    path = Path(override)
+    if not path.is_file():
+        raise FileNotFoundError(f"AgentConfig.{field}={override!r}: file not found")
+    return path.read_text()
+
+
+def fill(template: str, **values: str) -> str:
+    """One pass, so a substituted value (an issue text) is never itself searched for placeholders."""
+    return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+def describe_tools(specs: tuple[ToolSpec, ...] = TOOL_SPECS) -> str:
+    """The R2E-Gym style plain-text function list for the XML system prompt."""
+    blocks = []
+    for i, spec in enumerate(specs, 1):
+        lines = [f"---- BEGIN FUNCTION #{i}: {spec.name} ----", f"Description: {spec.description}"]
+        if spec.params:
+            lines.append("Parameters:")
+            for j, p in enumerate(spec.params, 1):
+                req = "required" if p.required else "optional"
+                lines.append(f"  ({j}) {p.name} ({p.type}, {req}): {p.description}")
+        else:
+            lines.append("No parameters are required for this function.")
+        lines.append(f"---- END FUNCTION #{i} ----")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+@dataclass(frozen=True)
+class Prompts:
+    system: str
+    task_template: str
+    steps_remaining: str
+    last_step: str
+    token_warning: str
+
+    @classmethod
+    def load(cls, cfg: AgentConfig) -> Prompts:
+        bundled_system = "system_hermes.md" if cfg.action_format == "hermes" else "system_xml.md"
+        system = fill(
+            _read(cfg.system_prompt_file, bundled_system, "system_prompt_file"),
+            tool_descriptions=describe_tools(),
+            tools_json="\n".join(json.dumps(s.json_schema()) for s in TOOL_SPECS),
+        )
+        task = _read(cfg.task_prompt_file, "task.md", "task_prompt_file")
+        notes = yaml.safe_load(_read(cfg.notes_file, "notes.yaml", "notes_file")) or {}
+        missing = {"steps_remaining", "last_step", "token_warning"} - set(notes)
+        if missing:
+            raise ValueError(f"notes file: missing keys {sorted(missing)}")
+        return cls(
+            system.strip(), task.strip(), notes["steps_remaining"], notes["last_step"], notes["token_warning"]
+        )
+
+    def task(self, problem_statement: str, repo_dir: str) -> str:
+        return fill(self.task_template, problem_statement=problem_statement.strip(), repo_dir=repo_dir)
+
+    def step_note(self, remaining: int) -> str:
+        return self.last_step if remaining <= 1 else fill(self.steps_remaining, remaining=str(remaining))

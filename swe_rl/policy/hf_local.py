@@ -1,0 +1,199 @@
+"""`HFLocalPolicy`: a transformers causal LM as an async, batching, token-in/token-out policy (CPU by default).
+
+Concurrent `generate` calls (one per trajectory) go into an asyncio queue; a worker takes everything waiting (up to
+`max_batch_size`) and runs one batched generation in a thread, so the event loop keeps driving sandboxes meanwhile.
+The batch is left-padded with explicit position ids and a KV cache; rows that finish leave the batch (their cache
+rows are dropped) so long stragglers do not pay for finished rows. Logprobs are at the sampling temperature
+(log_softmax(logits / T), T = 1 when greedy) and entropy is the exact entropy of that same distribution.
+
+The model is held by reference: a trainer that updates its weights in place is seen by the next batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from swe_rl.policy.base import Completion, SamplingParams
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    sampling: SamplingParams
+    future: asyncio.Future
+
+
+class HFLocalPolicy:
+    def __init__(
+        self, model: Any, tokenizer: Any, *, max_batch_size: int = 64, pad_token_id: int | None = None
+    ):
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size={max_batch_size}: expected >= 1")
+        self.model = model  # a reference, never a copy: in-place weight updates must be visible
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        pad = pad_token_id if pad_token_id is not None else tokenizer.pad_token_id
+        self.pad_token_id = int(pad if pad is not None else 0)
+        self._queue: asyncio.Queue[_Request] | None = None
+        self._worker: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.stats = {"batches": 0, "requests": 0, "tokens": 0, "gen_s": 0.0}
+
+    # --- async front end ------------------------------------------------------------------------------------
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._worker is None or self._worker.done():
+            self._loop, self._queue = loop, asyncio.Queue()
+            self._worker = loop.create_task(self._run_worker())
+        fut: asyncio.Future = loop.create_future()
+        assert self._queue is not None
+        self._queue.put_nowait(_Request(list(prompt_ids), sampling, fut))
+        return await fut
+
+    async def close(self) -> None:
+        if self._worker is not None and not self._worker.done():
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+        self._worker = None
+
+    async def _run_worker(self) -> None:
+        assert self._queue is not None
+        while True:
+            batch = [await self._queue.get()]
+            await asyncio.sleep(0)  # let coroutines that are ready enqueue their turn too
+            while not self._queue.empty() and len(batch) < self.max_batch_size:
+                batch.append(self._queue.get_nowait())
+            batch = [r for r in batch if not r.future.done()]  # cancelled by a timeout meanwhile
+            if not batch:
+                continue
+            try:
+                results = await asyncio.to_thread(
+                    self.generate_batch, [r.prompt_ids for r in batch], [r.sampling for r in batch]
+                )
+            except Exception as e:  # surfaced to every waiting caller, the worker keeps serving
+                for r in batch:
+                    if not r.future.done():
+                        r.future.set_exception(e)
+                continue
+            for r, res in zip(batch, results, strict=True):
+                if not r.future.done():
+                    r.future.set_result(res)
+
+    # --- batched generation (runs in a worker thread) ----------------------------------------------------------
+    def generate_batch(self, prompts: list[list[int]], samplings: list[SamplingParams]) -> list[Completion]:
+        import time
+
+        import torch
+
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = _generate(self.model, prompts, samplings, self.pad_token_id)
+        completions = []
+        for (toks, lps, ents), sp in zip(out, samplings, strict=True):
+            stopped = bool(toks) and toks[-1] in sp.stop_token_ids
+            text = self.tokenizer.decode(toks, skip_special_tokens=False)
+            completions.append(Completion(toks, lps, text, "stop" if stopped else "length", ents))
+        self.stats["batches"] += 1
+        self.stats["requests"] += len(prompts)
+        self.stats["tokens"] += sum(len(c.token_ids) for c in completions)
+        self.stats["gen_s"] += time.perf_counter() - t0
+        return completions
+
+
+def _sample(logits: Any, temps: Any, top_ps: Any, greedy: Any, gens: list[Any]) -> tuple[Any, Any, Any]:
+    """logits (B, V) -> (token (B,), logprob (B,), entropy (B,)) at each row's temperature."""
+    import torch
+
+    scaled = logits / temps[:, None]
+    logp = torch.log_softmax(scaled, dim=-1)  # (B, V)
+    probs = logp.exp()
+    entropy = -(probs * logp).sum(-1)
+    sample_probs = probs
+    if bool((top_ps < 1.0).any()):
+        sorted_p, idx = probs.sort(dim=-1, descending=True)
+        cum = sorted_p.cumsum(-1)
+        drop = (cum - sorted_p) > top_ps[:, None]  # keep the smallest prefix whose mass reaches top_p
+        sorted_p = sorted_p.masked_fill(drop, 0.0)
+        sample_probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
+    if any(g is not None for g in gens):
+        tok = torch.stack(
+            [torch.multinomial(sample_probs[i], 1, generator=g).squeeze(0) for i, g in enumerate(gens)]
+        )
+    else:
+        tok = torch.multinomial(sample_probs, 1).squeeze(-1)
+    tok = torch.where(greedy, logits.argmax(-1), tok)
+    return tok, logp.gather(-1, tok[:, None]).squeeze(-1), entropy
+
+
+def _generate(
+    model: Any, prompts: list[list[int]], samplings: list[SamplingParams], pad_id: int
+) -> list[tuple]:
+    """Left-padded batched sampling with a KV cache; finished rows are dropped from the batch as they finish."""
+    import torch
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    n = len(prompts)
+    results: list[tuple[list[int], list[float], list[float]]] = [([], [], []) for _ in range(n)]
+    max_new = [max(0, sp.max_new_tokens) for sp in samplings]
+    rows = [i for i in range(n) if max_new[i] > 0 and prompts[i]]
+    if not rows:
+        return results
+    width = max(len(prompts[i]) for i in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)
+    attn = torch.zeros((len(rows), width), dtype=torch.long, device=device)
+    for r, i in enumerate(rows):
+        input_ids[r, width - len(prompts[i]) :] = torch.tensor(prompts[i], device=device)
+        attn[r, width - len(prompts[i]) :] = 1
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    temps = torch.tensor([samplings[i].temperature or 1.0 for i in rows], device=device)
+    top_ps = torch.tensor([samplings[i].top_p for i in rows], device=device)
+    greedy = torch.tensor([samplings[i].temperature == 0 for i in rows], device=device)
+    gens = [
+        None if samplings[i].seed is None else torch.Generator(device=device).manual_seed(samplings[i].seed)
+        for i in rows
+    ]
+    cache = DynamicCache(config=model.config)
+    out = model(
+        input_ids=input_ids,
+        attention_mask=attn,
+        position_ids=pos,
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    last_pos = pos[:, -1]
+    while rows:
+        tok, lp, ent = _sample(out.logits[:, -1, :].float(), temps, top_ps, greedy, gens)
+        keep = []
+        for r, i in enumerate(rows):
+            t = int(tok[r])
+            toks, lps, ents = results[i]
+            toks.append(t)
+            lps.append(float(lp[r]))
+            ents.append(float(ent[r]))
+            if t not in samplings[i].stop_token_ids and len(toks) < max_new[i]:
+                keep.append(r)
+        if not keep:
+            break
+        if len(keep) < len(rows):  # drop finished rows from every per-row tensor and from the KV cache
+            sel = torch.tensor(keep, device=device)
+            cache.batch_select_indices(sel)
+            rows = [rows[r] for r in keep]
+            tok, attn, last_pos = tok[sel], attn[sel], last_pos[sel]
+            temps, top_ps, greedy = temps[sel], top_ps[sel], greedy[sel]
+            gens = [gens[r] for r in keep]
+        attn = torch.cat([attn, attn.new_ones((len(rows), 1))], dim=-1)
+        last_pos = last_pos + 1
+        out = model(
+            input_ids=tok[:, None],
+            attention_mask=attn,
+            position_ids=last_pos[:, None],
+            past_key_values=cache,
+            use_cache=True,
+        )
+    return results
