@@ -1,0 +1,103 @@
+"""Trajectories -> padded tensors, and the chunked log-prob / token-entropy forward pass.
+
+Positions are aligned to tokens: `logp[:, j] = log p(token_j | tokens_<j)` for j >= 1 and 0 at j = 0, so the
+trajectory's loss_mask (1 = policy token) applies to them directly. Observation tokens have mask 0 and therefore
+get no gradient. Logits are produced `chunk` rows at a time from the final hidden states, so the full
+(B, T, vocab) tensor never exists at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from swe_rl.agent.trajectory import Trajectory
+
+
+@dataclass
+class Batch:
+    """A padded batch of B trajectories of max length T (right padding)."""
+
+    input_ids: Tensor  # (B, T) int64, pad = pad_id
+    attention_mask: Tensor  # (B, T) int64, 1 on real tokens
+    loss_mask: Tensor  # (B, T) float32, 1 on policy tokens
+    rollout_logprobs: Tensor  # (B, T) float32, sampler's logprob on policy tokens
+
+    def select(self, rows: Tensor) -> Batch:
+        return Batch(
+            self.input_ids[rows], self.attention_mask[rows], self.loss_mask[rows], self.rollout_logprobs[rows]
+        )
+
+    @property
+    def size(self) -> int:
+        return int(self.input_ids.shape[0])
+
+
+def collate(trajs: list[Trajectory], pad_id: int, max_len: int | None = None) -> Batch:
+    """Right-pad token lists into tensors; sequences longer than max_len are cut (their tail loses its mask)."""
+    if not trajs:
+        raise ValueError("collate: expected at least one trajectory")
+    for t in trajs:
+        if len(t.loss_mask) != len(t.token_ids):
+            raise ValueError(
+                f"trajectory {t.task_id}#{t.sample_idx}: loss_mask has {len(t.loss_mask)} entries "
+                f"but token_ids has {len(t.token_ids)}"
+            )
+    length = max(len(t.token_ids) for t in trajs)
+    if max_len is not None:
+        length = min(length, max_len)
+    b = len(trajs)
+    ids = torch.full((b, length), pad_id, dtype=torch.long)
+    attn = torch.zeros((b, length), dtype=torch.long)
+    mask = torch.zeros((b, length), dtype=torch.float32)
+    lps = torch.zeros((b, length), dtype=torch.float32)
+    for i, t in enumerate(trajs):
+        n = min(len(t.token_ids), length)
+        ids[i, :n] = torch.tensor(t.token_ids[:n], dtype=torch.long)
+        attn[i, :n] = 1
+        mask[i, :n] = torch.tensor(t.loss_mask[:n], dtype=torch.float32)
+        if t.logprobs:
+            lps[i, :n] = torch.tensor(t.logprobs[:n], dtype=torch.float32)
+    mask[:, 0] = 0.0  # the first token has no prediction
+    return Batch(ids, attn, mask, lps)
+
+
+def token_logprobs_entropy(
+    model: Any, batch: Batch, *, chunk: int = 16, with_entropy: bool = True, temperature: float = 1.0
+) -> tuple[Tensor, Tensor | None]:
+    """(B, T) log p(token_j | <j) and (B, T) token entropy (None unless with_entropy), token-aligned.
+
+    Runs the transformer body once, then the LM head `chunk` rows at a time. Gradients flow when the caller
+    has grad enabled (the PPO update); the old-policy pass calls this under torch.no_grad().
+    """
+    body = model.get_decoder() if hasattr(model, "get_decoder") else model.model
+    hidden = body(
+        input_ids=batch.input_ids, attention_mask=batch.attention_mask
+    ).last_hidden_state  # (B, T, H)
+    head = model.get_output_embeddings()
+    b = batch.input_ids.shape[0]
+    lp_rows: list[Tensor] = []
+    ent_rows: list[Tensor] = []
+    for s in range(0, b, chunk):
+        h = hidden[s : s + chunk, :-1]  # (c, T-1, H): position j-1 predicts token j
+        logits = head(h).float() / temperature  # (c, T-1, V)
+        logp_all = torch.log_softmax(logits, dim=-1)
+        target = batch.input_ids[s : s + chunk, 1:].unsqueeze(-1)
+        lp = logp_all.gather(-1, target).squeeze(-1)  # (c, T-1)
+        lp_rows.append(torch.nn.functional.pad(lp, (1, 0)))
+        if with_entropy:
+            ent = -(logp_all.exp() * logp_all).sum(-1)  # (c, T-1)
+            ent_rows.append(torch.nn.functional.pad(ent, (1, 0)))
+        del logits, logp_all
+    logp = torch.cat(lp_rows, 0)
+    entropy = torch.cat(ent_rows, 0) if with_entropy else None
+    return logp, entropy
+
+
+def minibatches(n: int, size: int, generator: torch.Generator) -> list[Tensor]:
+    """Random partition of range(n) into index tensors of at most `size` rows."""
+    perm = torch.randperm(n, generator=generator)
+    return [perm[i : i + size] for i in range(0, n, size)]

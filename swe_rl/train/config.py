@@ -1,0 +1,74 @@
+"""Typed configs of the built-in trainer (`swe-rl train`, `swe-rl sft`, `swe-rl demo`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from swe_rl.algo.config import AlgoConfig
+from swe_rl.config import StrictModel
+
+
+class ModelConfig(StrictModel):
+    init: str = (
+        ""  # HF folder (model + tokenizer) to start from, e.g. an SFT checkpoint; "" = fresh tiny model
+    )
+    arch: Literal["qwen2", "qwen3"] = "qwen2"  # architecture of a fresh tiny model
+    size: str = "1m"  # swe_rl.policy.tiny.TINY_SIZES key of a fresh tiny model
+    vocab_size: int = 1024  # BPE vocabulary of a fresh tokenizer (trained on generated episodes)
+    seed: int = 0  # init seed of a fresh model
+    threads: int = 0  # torch intra-op threads; 0 = leave torch's default
+
+
+class DataConfig(StrictModel):
+    source: Literal["generated", "toy"] = "generated"  # generated micro tasks, or the toy environment
+    n_train: int = 3000  # generated training tasks
+    n_held_out: int = 100  # generated held-out tasks for evaluation
+    seed: int = 0  # generator seed (train and held-out splits are disjoint by construction)
+    n_funcs: int = 3  # functions per generated module (one carries the bug)
+
+
+class RolloutConfig(StrictModel):
+    tasks_per_step: int = 16  # distinct tasks per RL step (families mixed)
+    n_samples: int = 8  # rollouts per task (the group size)
+    temperature: float = 1.0  # sampling temperature for training rollouts
+    max_new_tokens: int = 48  # per assistant turn
+    max_turns: int = 4  # agent turns per episode
+    max_len: int = 640  # tokens per trajectory kept for training (longer ones are cut)
+
+
+class OptimConfig(StrictModel):
+    lr: float = 3e-4  # AdamW learning rate
+    weight_decay: float = 0.0  # AdamW weight decay
+    betas: tuple[float, float] = (0.9, 0.999)  # AdamW betas
+    grad_clip: float = 1.0  # max global grad norm (0 = off)
+    epochs: int = 1  # PPO epochs over each batch
+    minibatch: int = 64  # trajectories per optimizer step
+    micro_batch: int = 32  # trajectories per forward/backward (gradient accumulation inside a minibatch)
+    logit_chunk: int = 16  # rows per LM-head chunk in the log-prob / entropy pass
+
+
+class EvalConfig(StrictModel):
+    every: int = 0  # evaluate held-out tasks every N steps (0 = only at the end)
+    n_tasks: int = 100  # held-out tasks per evaluation
+    temperature: float = 0.0  # 0 = greedy
+
+
+class TrainConfig(StrictModel):
+    name: str = "train"  # run name: runs/<name>
+    out_dir: str = "runs"  # base folder of runs
+    seed: int = 0  # RL seed (task sampling, rollouts, minibatch order)
+    steps: int = 100  # RL steps
+    save_every: int = 10  # checkpoint every N steps (0 = only at the end)
+    keep_checkpoints: int = 2  # newest checkpoints kept
+    tensorboard: bool = False  # also write TensorBoard scalars to runs/<name>/tb
+    log_trajectories: int = 2  # trajectories per step written to runs/<name>/trajectories (0 = none)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    algo: AlgoConfig = Field(
+        default_factory=AlgoConfig
+    )  # estimator, filtering, AEM/EMPG, EPO, loss (swe_rl.algo)

@@ -1,0 +1,246 @@
+"""The built-in RL training loop: one readable function, single process, CPU or one GPU.
+
+sample tasks -> n rollouts each -> rewards -> one old-policy forward (old log-probs + chunked token entropy)
+-> swe_rl.algo advantages (estimator, filtering, AEM / EMPG) -> PPO-clip minibatch updates for E epochs
+(+ optional EPO) -> the rollout policy shares the model object, so it samples from the new weights next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import torch
+
+from swe_rl.agent.trajectory import Trajectory
+from swe_rl.algo.epo import EntropyHistory, batch_token_mean
+from swe_rl.runs import RunDir
+from swe_rl.tasks.task import Task
+from swe_rl.train.batch import collate, minibatches, token_logprobs_entropy
+from swe_rl.train.checkpoint import TrainState, latest, load_checkpoint, prune, save_checkpoint
+from swe_rl.train.config import TrainConfig
+from swe_rl.train.objective import (
+    advantages,
+    global_count,
+    masked_mean,
+    microbatch_loss,
+    needs_current_entropy,
+    reference_logprobs,
+)
+
+
+class Rollouter(Protocol):
+    """Runs n episodes of each task with the current weights; returns len(tasks) * n graded trajectories,
+    task-major (all samples of tasks[0] first). `seed` makes the sampling reproducible."""
+
+    async def rollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]: ...
+
+
+TaskSampler = Callable[[list[Task], int, random.Random], list[Task]]
+Evaluator = Callable[[int], dict[str, float]]  # step -> held-out metrics
+
+
+def step_seed(seed: int, step: int) -> int:
+    return (seed * 1_000_003 + step * 7919) % (2**31 - 1)
+
+
+def train(
+    cfg: TrainConfig,
+    run: RunDir,
+    model: Any,
+    tokenizer: Any,
+    rollouter: Rollouter,
+    tasks: list[Task],
+    *,
+    sample_tasks: TaskSampler,
+    evaluate: Evaluator | None = None,
+    resume: bool = False,
+    stop_after: int | None = None,
+) -> TrainState:
+    """Run RL steps until cfg.steps (or `stop_after` steps in this call, for tests). Returns the final state."""
+    algo = cfg.algo
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay
+    )
+    task_rng = random.Random(cfg.seed)
+    state = TrainState(step=0, task_rng=task_rng.getstate())
+    ckpt = latest(run.checkpoints) if resume else None
+    if ckpt is not None:
+        state = load_checkpoint(ckpt, model, opt)
+        task_rng.setstate(state.task_rng)
+    history = EntropyHistory(list(state.epo_history))  # EPO's window of past batch entropies
+    # A frozen copy of the starting weights, only when a reference-KL loss is configured.
+    ref_model = copy.deepcopy(model).eval() if algo.loss.kl_coef > 0 else None
+    writer = _tensorboard(run) if cfg.tensorboard else None
+    pad_id = tokenizer.pad_token_id
+    n = cfg.rollout.n_samples
+    done_here = 0
+    while state.step < cfg.steps and (stop_after is None or done_here < stop_after):
+        step = state.step + 1
+        seed = step_seed(cfg.seed, step)
+        t0 = time.monotonic()
+
+        # 1. Rollouts: tasks with families mixed, n samples each, graded.
+        batch_tasks = sample_tasks(tasks, cfg.rollout.tasks_per_step, task_rng)
+        torch.manual_seed(seed)
+        model.eval()
+        trajs = asyncio.run(rollouter.rollout(batch_tasks, n, seed))
+        t_rollout = time.monotonic() - t0
+        rewards = torch.tensor(
+            [t.reward if t.reward is not None else 0.0 for t in trajs], dtype=torch.float32
+        )
+        valid = torch.tensor([t.reward is not None for t in trajs])
+        group_ids = torch.arange(len(batch_tasks)).repeat_interleave(n)
+        exits = [t.exit_status or "unknown" for t in trajs]
+
+        # 2. One old-policy forward: old log-probs and token entropy, (B, T), no grad.
+        t1 = time.monotonic()
+        batch = collate(trajs, pad_id, cfg.rollout.max_len)
+        with torch.no_grad():
+            parts = [
+                token_logprobs_entropy(model, batch.select(idx), chunk=cfg.optim.logit_chunk)
+                for idx in torch.arange(batch.size).split(cfg.optim.micro_batch)
+            ]
+        old_lp = torch.cat([p[0] for p in parts])
+        old_ent = torch.cat([p[1] for p in parts])  # type: ignore[misc]
+
+        # 3. Advantages through swe_rl.algo: estimator, compact/dynamic filtering, AEM or EMPG.
+        adv, loss_mask, diag = advantages(algo, rewards, group_ids, valid, batch.loss_mask, old_ent, exits)
+
+        # 4. PPO-clip minibatch updates for E epochs on the rows that carry gradient.
+        # Rows with zero advantage add nothing to the PG term: skip them unless an entropy/KL term needs them.
+        needs_all = needs_current_entropy(algo) or algo.loss.kl_coef > 0
+        active = loss_mask.sum(1) > 0
+        if not needs_all:
+            active &= (adv.abs() * loss_mask).sum(1) > 0
+        rows = active.nonzero().squeeze(1)
+        gen = torch.Generator().manual_seed(seed)
+        model.train()
+        stats: Counter[str] = Counter()
+        for _ in range(cfg.optim.epochs if rows.numel() else 0):
+            for mb in minibatches(int(rows.numel()), cfg.optim.minibatch, gen):
+                mb_rows = rows[mb]
+                opt.zero_grad(set_to_none=True)
+                count = None if algo.epo.enabled else global_count(algo, loss_mask[mb_rows])
+                for micro in mb_rows.split(cfg.optim.micro_batch):
+                    sub = batch.select(micro)
+                    new_lp, new_ent = token_logprobs_entropy(
+                        model, sub, chunk=cfg.optim.logit_chunk, with_entropy=needs_current_entropy(algo)
+                    )
+                    loss, info = microbatch_loss(
+                        algo, new_lp, old_lp[micro], adv[micro], loss_mask[micro], new_ent,
+                        ref_lp=reference_logprobs(ref_model, sub, cfg.optim.logit_chunk), history=history,
+                        step=step - 1, count=count, fraction=micro.numel() / mb_rows.numel(),
+                    )  # fmt: skip
+                    loss.backward()
+                    for k, v in info.items():
+                        stats[k] += v * micro.numel()
+                    stats["rows"] += micro.numel()
+                clip = cfg.optim.grad_clip if cfg.optim.grad_clip > 0 else float("inf")
+                stats["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
+                stats["updates"] += 1
+                opt.step()
+        model.eval()
+        t_train = time.monotonic() - t1
+
+        # 5. Book-keeping: EPO history, metrics, trajectories, checkpoint.
+        pmask = batch.loss_mask.bool()
+        history.append(batch_token_mean(old_ent, loss_mask) if loss_mask.any() else 0.0)
+        state.epo_history = list(history.values)
+        state.step, state.task_rng = step, task_rng.getstate()
+        done_here += 1
+        metrics = _step_metrics(
+            trajs, rewards, valid, group_ids, exits, old_ent, adv, loss_mask, pmask, stats, diag
+        )
+        metrics.update(
+            time_rollout_s=t_rollout,
+            time_grading_s=sum(float(t.metrics.get("grading_s", 0.0)) for t in trajs),
+            time_train_s=t_train,
+            time_step_s=time.monotonic() - t0,
+            active_rows=int(rows.numel()),
+        )
+        if evaluate is not None and cfg.eval.every and step % cfg.eval.every == 0:
+            metrics.update({f"eval/{k}": v for k, v in evaluate(step).items()})
+        run.log_metrics(step, metrics)
+        if writer is not None:
+            for k, v in metrics.items():
+                if isinstance(v, (int, float)):
+                    writer.add_scalar(k, v, step)
+        _write_trajectories(run, step, trajs[: cfg.log_trajectories])
+        if (cfg.save_every and step % cfg.save_every == 0) or step == cfg.steps:
+            save_checkpoint(run.checkpoints, model, opt, state, tokenizer)
+            prune(run.checkpoints, cfg.keep_checkpoints)
+    if writer is not None:
+        writer.close()
+    return state
+
+
+def _step_metrics(
+    trajs: Sequence[Trajectory],
+    rewards: torch.Tensor,
+    valid: torch.Tensor,
+    group_ids: torch.Tensor,
+    exits: list[str],
+    ent: torch.Tensor,
+    adv: torch.Tensor,
+    loss_mask: torch.Tensor,
+    pmask: torch.Tensor,
+    stats: Counter[str],
+    diag: dict[str, float],
+) -> dict[str, Any]:
+    """Per-step scalars: reward, resolve rate, mixed groups, exit reasons, entropy by sign of A, PPO stats."""
+    g = int(group_ids.max()) + 1
+    per_group = [rewards[(group_ids == i) & valid] for i in range(g)]
+    mixed = sum(1 for r in per_group if r.numel() > 1 and bool((r != r[0]).any()))
+    m = loss_mask.bool()
+    rows = max(stats["rows"], 1)
+    out: dict[str, Any] = {
+        "reward_mean": float(rewards[valid].mean()) if valid.any() else 0.0,
+        "resolve_rate": sum(t.resolved for t in trajs) / len(trajs),
+        "valid_frac": float(valid.float().mean()),
+        "mixed_group_frac": mixed / g,
+        "entropy_mean": float(ent[pmask].mean()) if pmask.any() else 0.0,
+        "entropy_pos_adv": masked_mean(ent, m & (adv > 0)),
+        "entropy_neg_adv": masked_mean(ent, m & (adv < 0)),
+        "entropy_zero_adv": masked_mean(ent, m & (adv == 0)),
+        "policy_tokens": int(pmask.sum()),
+        "total_tokens": sum(len(t.token_ids) for t in trajs),
+        "turns_mean": sum(int(t.metrics.get("turns", 0)) for t in trajs) / len(trajs),
+        "updates": stats["updates"],
+        "grad_norm": stats["grad_norm"] / max(stats["updates"], 1),
+    }
+    for k, v in stats.items():
+        if k not in ("rows", "updates", "grad_norm"):
+            out[k] = v / rows
+    out.update({f"exit/{k}": v for k, v in Counter(exits).items()})
+    out.update({f"algo/{k}": v for k, v in diag.items()})
+    return out
+
+
+def _write_trajectories(run: RunDir, step: int, trajs: Sequence[Trajectory]) -> None:
+    if not trajs:
+        return
+    with (run.trajectories / f"step_{step:06d}.jsonl").open("w") as f:
+        for t in trajs:
+            f.write(
+                json.dumps(
+                    {"task_id": t.task_id, "reward": t.reward, "exit": t.exit_status, "messages": t.messages}
+                )
+                + "\n"
+            )
+
+
+def _tensorboard(run: RunDir) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as e:  # tensorboard is optional
+        raise RuntimeError(
+            "tensorboard=true needs the `tensorboard` package (pip install tensorboard)"
+        ) from e
+    return SummaryWriter(str(run.root / "tb"))

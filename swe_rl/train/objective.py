@@ -1,0 +1,92 @@
+"""The trainer's thin view of swe_rl.algo: token advantages from its glue, and the micro-batch loss.
+
+`advantages(...)` calls `swe_rl.algo.compute_advantages` once per step (estimator, compact / dynamic filtering,
+AEM or EMPG) and folds the DAPO keep-mask into the loss mask. `microbatch_loss(...)` calls
+`swe_rl.algo.compute_policy_loss` with the minibatch-wide divisor, so gradient accumulation over micro-batches
+gives exactly the minibatch loss. Nothing here re-implements an estimator, a modulator or a loss.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from swe_rl.algo.config import AlgoConfig
+from swe_rl.algo.epo import EntropyHistory
+from swe_rl.algo.pipeline import compute_advantages, compute_policy_loss
+
+
+def masked_mean(x: Tensor, mask: Tensor) -> float:
+    n = int(mask.sum())
+    return float((x * mask).sum() / n) if n else 0.0
+
+
+def advantages(
+    cfg: AlgoConfig,
+    rewards: Tensor,
+    group_ids: Tensor,
+    valid: Tensor,
+    loss_mask: Tensor,
+    token_entropy: Tensor,
+    exit_reasons: Sequence[str],
+) -> tuple[Tensor, Tensor, dict[str, float]]:
+    """(token advantages (B, T), loss mask (B, T) after filtering and keep-mask, finite scalar diagnostics)."""
+    res = compute_advantages(cfg, rewards, group_ids, valid, loss_mask, token_entropy, exit_reasons)
+    mask = res.loss_mask.to(torch.float32) * res.keep.to(torch.float32)[:, None]
+    diag = {k: float(v) for k, v in res.diagnostics.items() if math.isfinite(float(v))}
+    return res.token_advantages.to(torch.float32), mask, diag
+
+
+def needs_current_entropy(cfg: AlgoConfig) -> bool:
+    return cfg.loss.entropy_coef > 0 or cfg.epo.enabled
+
+
+def global_count(cfg: AlgoConfig, mask: Tensor) -> float | None:
+    """The minibatch divisor every micro-batch uses (tokens for token-mean, sequences for seq-mean modes)."""
+    if cfg.loss.agg == "token-mean":
+        return float(max(int((mask != 0).sum()), 1))
+    if cfg.loss.agg in ("seq-mean-token-mean", "seq-mean-token-sum"):
+        return float(max(int(((mask != 0).sum(1) > 0).sum()), 1))
+    return None
+
+
+def microbatch_loss(
+    cfg: AlgoConfig,
+    new_lp: Tensor,
+    old_lp: Tensor,
+    adv: Tensor,
+    mask: Tensor,
+    new_ent: Tensor | None,
+    *,
+    ref_lp: Tensor | None,
+    history: EntropyHistory,
+    step: int,
+    count: float | None,
+    fraction: float,
+) -> tuple[Tensor, dict[str, float]]:
+    """Loss of one micro-batch, scaled so that summing over the minibatch gives the minibatch loss.
+
+    With EPO on, the caller passes count=None (EPO's terms are per-micro-batch means) and the whole loss is
+    weighted by `fraction` = micro rows / minibatch rows."""
+    loss, metrics = compute_policy_loss(
+        cfg, new_lp, old_lp, adv, mask, ref_logp=ref_lp, token_entropy=new_ent,
+        epo_history=history, step=step, global_count=count,
+    )  # fmt: skip
+    if cfg.epo.enabled:
+        loss = loss * fraction
+    return loss, metrics
+
+
+def reference_logprobs(ref_model: Any, batch: Any, chunk: int) -> Tensor | None:
+    """Log-probs under the frozen reference model (only when loss.kl_coef > 0)."""
+    if ref_model is None:
+        return None
+    from swe_rl.train.batch import token_logprobs_entropy
+
+    with torch.no_grad():
+        lp, _ = token_logprobs_entropy(ref_model, batch, chunk=chunk, with_entropy=False)
+    return lp
