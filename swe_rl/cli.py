@@ -37,5 +37,12 @@ from swe_rl.evaluation.cli import eval_command, report_command  # noqa: E402
 app.command("eval")(eval_command)
 app.command("report")(report_command)
 
+# OpenRLHF backend (swe_rl/train/openrlhf/cli.py)
+from swe_rl.train.openrlhf.cli import data_command as openrlhf_data_command  # noqa: E402
+from swe_rl.train.openrlhf.cli import train_openrlhf_command  # noqa: E402
+
+app.command("train-openrlhf")(train_openrlhf_command)
+app.command("openrlhf-data")(openrlhf_data_command)
+
 if __name__ == "__main__":
     app()

@@ -1,0 +1,50 @@
+"""CLI commands of the OpenRLHF backend (registered in swe_rl/cli.py): `train-openrlhf` and `openrlhf-data`.
+
+`swe-rl train --backend openrlhf ...` (the built-in trainer's command) forwards to `run_from_files` below.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def run_from_files(config: list[Path], overrides: list[str], dry_run: bool, runs_dir: str = "runs") -> int:
+    """Load the recipe YAMLs + dotted overrides and launch (or print, with dry_run)."""
+    from swe_rl.config import load_config
+    from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
+    from swe_rl.train.openrlhf.launch import run_openrlhf
+
+    cfg = load_config(OpenRLHFTrainConfig, files=list(config), overrides=list(overrides))
+    return run_openrlhf(cfg, dry_run, runs_dir=runs_dir, echo=typer.echo)
+
+
+def train_openrlhf_command(
+    config: list[Path] = typer.Option(..., "--config", "-c", help="recipe YAML(s), e.g. configs/train/*.yaml"),
+    overrides: list[str] = typer.Option([], "--set", "-s", help="dotted override, e.g. rollout.max_len=16384"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the OpenRLHF command and config, start nothing"),
+    runs_dir: str = typer.Option("runs", help="where runs/<name>/ goes"),
+) -> None:
+    """Train with OpenRLHF 0.11.2 (Ray + vLLM + DeepSpeed) on a GPU cluster, with our agent, sandboxes and AEM."""
+    from swe_rl.config import ConfigError
+
+    try:
+        code = run_from_files(config, overrides, dry_run, runs_dir)
+    except (ConfigError, FileNotFoundError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
+    raise typer.Exit(code)
+
+
+def data_command(
+    source: str = typer.Argument(..., help="task source: JSON/JSONL/parquet file, task repo dir or HF dataset"),
+    out: Path = typer.Option(..., "--out", "-o", help="JSONL for data.prompt_dataset"),
+    split: str = typer.Option("test", help="split for HF datasets / task repos"),
+) -> None:
+    """Write tasks as OpenRLHF prompt rows (prompt = instance id, label = the Task JSON)."""
+    from swe_rl.tasks.loaders import load_tasks
+    from swe_rl.train.openrlhf.data import write_prompt_dataset
+
+    n = write_prompt_dataset(load_tasks(source, split=split), out)
+    typer.echo(f"wrote {n} rows to {out}")

@@ -1,0 +1,142 @@
+"""Typed config of an OpenRLHF 0.11.2 run (`swe-rl train --backend openrlhf`).
+
+Grouped like the recipe YAMLs in configs/train/. `flags.to_argv` maps it to OpenRLHF's dotted CLI; the AEM seam
+and the agent executor read their own sections (`aem`, `agent`) from environment variables set by the launcher.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from swe_rl.config import StrictModel
+
+
+class ClusterConfig(StrictModel):
+    nodes: int = Field(1, ge=1)  # nodes running DeepSpeed actor ranks (--actor.num_nodes)
+    gpus_per_node: int = Field(8, ge=1)  # GPUs per node for the actor (--actor.num_gpus_per_node)
+    vllm_engines: int = Field(8, ge=1)  # vLLM rollout engines (--vllm.num_engines)
+    vllm_tp: int = Field(1, ge=1)  # tensor parallel size of each engine (--vllm.tensor_parallel_size)
+    colocate_all: bool = (
+        True  # hybrid engine: actor, ref and vLLM share GPUs (needs nodes*gpus == engines*tp)
+    )
+    gpu_memory_utilization: float = Field(0.6, gt=0, le=1)  # vLLM share of GPU memory when colocated
+    enforce_eager: bool = False  # disable CUDA graphs in vLLM (saves memory, slower decode)
+    zero_stage: int = Field(3, ge=0, le=3)  # DeepSpeed ZeRO stage
+    ring_attn_size: int = Field(1, ge=1)  # context parallelism for long sequences (--ds.ring_attn_size)
+    adam_offload: bool = False  # offload Adam states to CPU (--ds.adam_offload)
+    ray_address: str | None = None  # existing cluster ("auto" or host:port); None = start a local Ray
+
+
+class ModelConfig(StrictModel):
+    path: str  # HF id or local path of the policy (--actor.model_name_or_path)
+    param_dtype: Literal["bf16", "fp16"] = "bf16"  # training dtype
+    attn_implementation: str = "flash_attention_2"  # attention kernel for training forwards
+    gradient_checkpointing: bool = True  # recompute activations (required at 32K context)
+
+
+class RolloutConfig(StrictModel):
+    prompts_per_step: int = Field(64, ge=1)  # tasks per training step (--rollout.batch_size)
+    samples_per_prompt: int = Field(
+        8, ge=1
+    )  # rollouts per task = GRPO group size (--rollout.n_samples_per_prompt)
+    temperature: float = Field(1.0, gt=0)  # sampling temperature (also scales the trainer's logits)
+    top_p: float = Field(1.0, gt=0, le=1)  # nucleus sampling
+    max_len: int = Field(32768, ge=256)  # whole-episode token budget: prompt + all turns + observations
+    max_new_tokens: int = Field(
+        8192, ge=16
+    )  # room reserved when truncating the initial prompt (not a turn cap)
+    dynamic_filtering: bool = False  # reject groups whose mean score is 0 or 1 (all-equal binary groups)
+    max_tokens_per_gpu: int | None = (
+        None  # dynamic batching token budget per GPU (None = fixed micro-batches)
+    )
+
+
+class OptimConfig(StrictModel):
+    estimator: Literal["group_norm", "dr_grpo", "rloo", "reinforce_baseline"] = "group_norm"  # base advantage
+    lr: float = Field(1e-6, gt=0)  # actor learning rate (--actor.adam.lr)
+    warmup_ratio: float = Field(0.0, ge=0, le=1)  # linear warm-up share of all steps
+    lr_scheduler: str = "constant_with_warmup"  # transformers scheduler name
+    clip_low: float = Field(0.2, gt=0)  # PPO ratio clip below 1
+    clip_high: float = Field(0.28, gt=0)  # PPO ratio clip above 1 (DAPO clip-higher)
+    kl_coef: float = Field(0.0, ge=0)  # KL to the reference; 0 = no reference model at all
+    kl_estimator: Literal["k1", "k2", "k3"] = "k3"  # used only when kl_coef > 0 (as a loss)
+    entropy_coef: float | None = None  # None = no entropy term; 0 = log entropy only
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"  # policy-loss aggregation
+    train_batch_size: int = Field(512, ge=1)  # samples per optimizer step (--train.batch_size)
+    micro_batch_size: int = Field(1, ge=1)  # per-GPU micro-batch for training forwards
+    rollout_micro_batch_size: int = Field(1, ge=1)  # per-GPU micro-batch for the old-log-prob forward
+    max_epochs: int = Field(1, ge=1)  # PPO epochs over each rollout batch
+    num_episodes: int = Field(
+        1, ge=1
+    )  # passes over the prompt dataset (steps = rows*episodes/prompts_per_step)
+    max_norm: float = Field(1.0, gt=0)  # gradient clipping
+
+
+class AemConfig(StrictModel):
+    enabled: bool = True  # run the AEM modulation after OpenRLHF's base advantage
+    lam: float = Field(1.0, ge=0)  # λ in α = exp(−λ·minmax(H̄)) / mean
+    min_range: float = Field(0.1, ge=0)  # groups whose H̄ range is below this (nats) keep α = 1
+    scope: Literal["group", "trajectory", "batch"] = "group"  # which spans are normalised together
+    reverse: bool = False  # the paper's ablation w = exp(+λ·H̃)
+    entropy_source: Literal["exact", "surprisal"] = "exact"  # exact: from the old-log-prob forward (chunked)
+    entropy_chunk: int = Field(1024, ge=1)  # tokens per chunk of the exact entropy (memory ~ chunk × vocab)
+    compact_filter: bool = False  # DeepSWE: zero reward and advantage of truncated / timed-out episodes
+
+
+class AgentConfig(StrictModel):
+    max_steps: int = Field(50, ge=1)  # agent turns per episode (OpenRLHF has no max-turns flag)
+    command_timeout_s: float = Field(90.0, gt=0)  # per tool command inside the sandbox
+    episode_timeout_s: float = Field(3600.0, gt=0)  # whole episode wall clock (then reward 0, valid 0)
+    max_concurrent_sandboxes: int = Field(64, ge=1)  # per vLLM engine process (our own semaphore)
+    sandbox_backend: Literal["docker", "local"] = "docker"  # sandboxes backend used by the executor
+    image_template: str = ""  # image name for a task when the task has none, e.g. "swe-rl/sweb.{instance_id}"
+
+
+class DataConfig(StrictModel):
+    prompt_dataset: str  # JSONL made by `swe-rl train-openrlhf-data` (columns: prompt, label = Task JSON)
+    eval_dataset: str | None = None  # same format, evaluated every `eval_steps`
+    max_samples: int | None = None  # cap on rows read from prompt_dataset
+
+
+class CheckpointConfig(StrictModel):
+    path: str = "runs/openrlhf/checkpoints"  # DeepSpeed + HF checkpoints (--ckpt.path)
+    output_dir: str = "runs/openrlhf/final"  # final HF model (--ckpt.output_dir)
+    save_steps: int = Field(10, ge=-1)  # -1 = never
+    save_hf: bool = True  # also write HF-format checkpoints
+    eval_steps: int = Field(-1, ge=-1)  # -1 = no periodic eval
+
+
+class LoggingConfig(StrictModel):
+    wandb_project: str | None = None  # wandb project (key from WANDB_API_KEY); None = no wandb
+    wandb_run_name: str | None = None  # defaults to the run name
+    tensorboard_dir: str | None = None  # TensorBoard directory
+    logging_steps: int = Field(1, ge=1)  # log every n steps
+
+
+class OpenRLHFTrainConfig(StrictModel):
+    name: str  # run name (runs/<name>)
+    seed: int = 42  # training seed
+    cluster: ClusterConfig = ClusterConfig()  # placement
+    model: ModelConfig  # policy
+    rollout: RolloutConfig = RolloutConfig()  # sampling and budgets
+    optim: OptimConfig = OptimConfig()  # loss and optimiser
+    aem: AemConfig = AemConfig()  # the AEM seam
+    agent: AgentConfig = AgentConfig()  # the agent executor
+    data: DataConfig  # datasets
+    ckpt: CheckpointConfig = CheckpointConfig()  # checkpoints
+    logging: LoggingConfig = LoggingConfig()  # loggers
+    extra_flags: list[str] = []  # raw OpenRLHF flags appended last (escape hatch, e.g. ["--ds.zpg", "8"])
+
+    @model_validator(mode="after")
+    def _placement(self) -> OpenRLHFTrainConfig:
+        c = self.cluster
+        if c.colocate_all and c.nodes * c.gpus_per_node != c.vllm_engines * c.vllm_tp:
+            raise ValueError(
+                f"cluster: colocate_all needs nodes*gpus_per_node ({c.nodes * c.gpus_per_node}) == "
+                f"vllm_engines*vllm_tp ({c.vllm_engines * c.vllm_tp})"
+            )
+        if self.optim.estimator != "reinforce_baseline" and self.rollout.samples_per_prompt < 2:
+            raise ValueError(f"rollout.samples_per_prompt: {self.optim.estimator} needs groups of at least 2")
+        return self

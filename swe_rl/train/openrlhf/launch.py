@@ -1,0 +1,120 @@
+"""`swe-rl train --backend openrlhf`: typed config → `ray.init` with our runtime env → OpenRLHF's CLI in-process.
+
+OpenRLHF's parser lives under `if __name__ == "__main__"` of `openrlhf.cli.train_ppo_ray`, so we run that module
+with runpy after setting sys.argv. It skips its own `ray.init` when Ray is up, so our runtime env wins: the
+`worker_process_setup_hook` installs the AEM seam in every worker, env vars carry the AEM and agent configs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
+from swe_rl.train.openrlhf.flags import ENTRY_MODULE, to_argv
+
+SETUP_HOOK = "swe_rl.train.openrlhf.patch.install"
+AGENT_ENV = "SWE_RL_AGENT_CONFIG"
+AEM_ENV = "SWE_RL_AEM_CONFIG"  # same name as patch.ENV_CONFIG (patch.py imports torch-side code lazily)
+
+
+def agent_func_path() -> str:
+    """Absolute path of the file passed as --train.agent_func_path (must exist on every rollout node)."""
+    return str(Path(__file__).with_name("agent_func.py").resolve())
+
+
+def build_env_vars(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if environ is None else environ
+    exact = cfg.aem.enabled and cfg.aem.entropy_source == "exact"
+    return {
+        "TOKENIZERS_PARALLELISM": env.get("TOKENIZERS_PARALLELISM", "true"),
+        "NCCL_DEBUG": env.get("NCCL_DEBUG", "WARN"),
+        # Zero-copy tensor transport drops tensor attributes, which carry the exact entropy (patch.py).
+        "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": "0" if exact else env.get("RAY_ENABLE_ZERO_COPY_TORCH_TENSORS", "1"),
+        AEM_ENV: cfg.aem.model_dump_json(),
+        AGENT_ENV: cfg.agent.model_dump_json(),
+    }
+
+
+def build_runtime_env(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"worker_process_setup_hook": SETUP_HOOK, "env_vars": build_env_vars(cfg, environ)}
+
+
+def build_command(cfg: OpenRLHFTrainConfig) -> list[str]:
+    return ["python", "-m", ENTRY_MODULE, *to_argv(cfg, agent_func_path())]
+
+
+def format_command(cmd: list[str]) -> str:
+    """One flag (with its values) per line, shell-quoted, so the dry run can be pasted into a shell."""
+    lines: list[list[str]] = [[]]
+    for tok in cmd:
+        if tok.startswith("--"):
+            lines.append([])
+        lines[-1].append(shlex.quote(tok))
+    return " \\\n  ".join(" ".join(parts) for parts in lines if parts)
+
+
+def render_dry_run(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = None) -> str:
+    runtime_env = build_runtime_env(cfg, environ)
+    shown = {**runtime_env, "env_vars": dict(runtime_env["env_vars"])}
+    for key in (AEM_ENV, AGENT_ENV):  # show the JSON configs parsed, not as escaped strings
+        shown["env_vars"][key] = json.loads(shown["env_vars"][key])
+    return "\n".join(
+        [
+            "# OpenRLHF 0.11.2 command (swe-rl runs it in-process after ray.init with the runtime env below)",
+            format_command(build_command(cfg)),
+            "",
+            f"# ray.init(address={cfg.cluster.ray_address!r}, runtime_env=...)",
+            json.dumps(shown, indent=2),
+            "",
+            "# resolved config",
+            yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip(),
+        ]
+    )
+
+
+def _save_resolved(cfg: OpenRLHFTrainConfig, runs_dir: str) -> Path:
+    from swe_rl.runs import RunDir
+
+    run = RunDir.create(runs_dir, cfg.name)
+    run.save_config(cfg)
+    (run.root / "openrlhf_command.sh").write_text(format_command(build_command(cfg)) + "\n")
+    return run.root
+
+
+def run_openrlhf(
+    cfg: OpenRLHFTrainConfig, dry_run: bool = False, *, runs_dir: str = "runs", echo: Callable[[str], Any] = print
+) -> int:
+    """Launch OpenRLHF for `cfg` (blocks until training ends). With dry_run, print what would run and return."""
+    if dry_run:
+        echo(render_dry_run(cfg))
+        return 0
+    if not Path(cfg.data.prompt_dataset).exists() and "://" not in cfg.data.prompt_dataset:
+        raise FileNotFoundError(f"data.prompt_dataset: {cfg.data.prompt_dataset} not found (make it with "
+                                "`swe-rl train-openrlhf-data`)")
+    import runpy
+
+    import ray
+
+    from swe_rl.train.openrlhf.patch import install
+
+    root = _save_resolved(cfg, runs_dir)
+    echo(f"run dir: {root}")
+    if not ray.is_initialized():
+        ray.init(address=cfg.cluster.ray_address, runtime_env=build_runtime_env(cfg))
+    install(cfg.aem)  # the driver creates the policy actors: patch before Ray exports their class
+    argv = build_command(cfg)[2:]  # drop "python -m"; argv[0] is the module name
+    old_argv = sys.argv
+    sys.argv = argv
+    try:
+        runpy.run_module(ENTRY_MODULE, run_name="__main__", alter_sys=True)
+    finally:
+        sys.argv = old_argv
+    return 0
