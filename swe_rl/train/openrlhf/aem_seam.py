@@ -131,7 +131,7 @@ def _write_back(experiences, widths, adv, keep, alpha, idx, diag) -> None:
     for k, v in diag.items():  # batch-level values repeated per sample so they survive batching
         per[f"aem_{k}"] = torch.full((n,), float(v))
     start = 0
-    for exp, w in zip(experiences, widths):
+    for exp, w in zip(experiences, widths, strict=True):
         b = exp.action_mask.shape[0]
         exp.advantages = adv[start : start + b, :w].to(exp.advantages.dtype)
         for k, v in per.items():

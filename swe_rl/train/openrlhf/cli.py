@@ -21,9 +21,15 @@ def run_from_files(config: list[Path], overrides: list[str], dry_run: bool, runs
 
 
 def train_openrlhf_command(
-    config: list[Path] = typer.Option(..., "--config", "-c", help="recipe YAML(s), e.g. configs/train/*.yaml"),
-    overrides: list[str] = typer.Option([], "--set", "-s", help="dotted override, e.g. rollout.max_len=16384"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="print the OpenRLHF command and config, start nothing"),
+    config: list[Path] = typer.Option(
+        ..., "--config", "-c", help="recipe YAML(s), e.g. configs/train/*.yaml"
+    ),
+    overrides: list[str] = typer.Option(
+        [], "--set", "-s", help="dotted override, e.g. rollout.max_len=16384"
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="print the OpenRLHF command and config, start nothing"
+    ),
     runs_dir: str = typer.Option("runs", help="where runs/<name>/ goes"),
 ) -> None:
     """Train with OpenRLHF 0.11.2 (Ray + vLLM + DeepSpeed) on a GPU cluster, with our agent, sandboxes and AEM."""
@@ -38,7 +44,9 @@ def train_openrlhf_command(
 
 
 def data_command(
-    source: str = typer.Argument(..., help="task source: JSON/JSONL/parquet file, task repo dir or HF dataset"),
+    source: str = typer.Argument(
+        ..., help="task source: JSON/JSONL/parquet file, task repo dir or HF dataset"
+    ),
     out: Path = typer.Option(..., "--out", "-o", help="JSONL for data.prompt_dataset"),
     split: str = typer.Option("test", help="split for HF datasets / task repos"),
 ) -> None:

@@ -37,7 +37,9 @@ def build_env_vars(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = No
         "TOKENIZERS_PARALLELISM": env.get("TOKENIZERS_PARALLELISM", "true"),
         "NCCL_DEBUG": env.get("NCCL_DEBUG", "WARN"),
         # Zero-copy tensor transport drops tensor attributes, which carry the exact entropy (patch.py).
-        "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": "0" if exact else env.get("RAY_ENABLE_ZERO_COPY_TORCH_TENSORS", "1"),
+        "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": "0"
+        if exact
+        else env.get("RAY_ENABLE_ZERO_COPY_TORCH_TENSORS", "1"),
         AEM_ENV: cfg.aem.model_dump_json(),
         AGENT_ENV: cfg.agent.model_dump_json(),
     }
@@ -90,15 +92,21 @@ def _save_resolved(cfg: OpenRLHFTrainConfig, runs_dir: str) -> Path:
 
 
 def run_openrlhf(
-    cfg: OpenRLHFTrainConfig, dry_run: bool = False, *, runs_dir: str = "runs", echo: Callable[[str], Any] = print
+    cfg: OpenRLHFTrainConfig,
+    dry_run: bool = False,
+    *,
+    runs_dir: str = "runs",
+    echo: Callable[[str], Any] = print,
 ) -> int:
     """Launch OpenRLHF for `cfg` (blocks until training ends). With dry_run, print what would run and return."""
     if dry_run:
         echo(render_dry_run(cfg))
         return 0
     if not Path(cfg.data.prompt_dataset).exists() and "://" not in cfg.data.prompt_dataset:
-        raise FileNotFoundError(f"data.prompt_dataset: {cfg.data.prompt_dataset} not found (make it with "
-                                "`swe-rl train-openrlhf-data`)")
+        raise FileNotFoundError(
+            f"data.prompt_dataset: {cfg.data.prompt_dataset} not found (make it with "
+            "`swe-rl train-openrlhf-data`)"
+        )
     import runpy
 
     import ray
