@@ -1,0 +1,145 @@
+"""Typed sandbox configs: one pydantic model per backend, chosen by the `backend` key (a discriminated union).
+
+Adding a backend (Kubernetes, Ray, a remote service) is one more model: subclass `SandboxBackendConfig`, give it
+`backend: Literal["name"]` and a `build(...)` method returning a `Sandbox`, and put it in a union with these
+members (see sandboxes/README.md). `make_sandbox` only calls `config.build(...)`: there is no if/elif on names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+if TYPE_CHECKING:
+    from sandboxes.base import Sandbox
+
+DEFAULT_IMAGE = "swe-rl/base:bookworm"
+# Capabilities kept by default: what root-run build/test workloads need (chown, file modes, setuid tools such as
+# apt's _apt user switch, signalling own processes). Dropped: NET_RAW, MKNOD, SYS_CHROOT, SETFCAP, SETPCAP,
+# NET_BIND_SERVICE, AUDIT_WRITE and everything Docker never grants.
+DEFAULT_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
+
+
+class StrictConfig(BaseModel):
+    """Same settings as swe_rl.config.StrictModel (unknown keys rejected), without importing swe_rl."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class Limits(StrictConfig):
+    """Resource and privilege limits of a Docker sandbox. All on by default; set a field to null to lift it."""
+
+    network: str = "none"  # Docker network mode: "none" (only loopback), "bridge", "host", or a network name
+    memory: str | None = "2g"  # memory limit (Docker units: 512m, 2g); swap is disabled (memswap = memory)
+    pids: int | None = 512  # max processes+threads in the container (stops fork bombs)
+    cpus: float | None = 1.0  # CPU quota in cores (CFS); null = unlimited
+    no_new_privileges: bool = True  # setuid binaries cannot raise privileges
+    cap_drop: list[str] = Field(default_factory=lambda: ["ALL"])  # capabilities removed
+    cap_add: list[str] = Field(default_factory=lambda: list(DEFAULT_CAPS))  # capabilities added back
+    read_only_root: bool = False  # mount the image's root filesystem read-only
+    tmpfs: dict[str, str] = Field(
+        default_factory=dict
+    )  # size-limited writable areas, e.g. {"/scratch": "size=64m"}
+    storage_size: str | None = (
+        None  # writable-layer size (overlay2 on xfs with pquota only); null = unlimited
+    )
+
+
+class SandboxBackendConfig(StrictConfig):
+    """Fields every backend shares. Subclasses set `backend` to a Literal and implement `build`."""
+
+    backend: str  # discriminator: which backend this config selects
+    exec_timeout: float = Field(300.0, gt=0)  # default per-command timeout, seconds
+    kill_grace: float = Field(2.0, ge=0)  # seconds between SIGTERM and SIGKILL for a timed-out command
+    client_grace: float = Field(5.0, gt=0)  # extra seconds the client waits before killing from outside
+    output_limit: int = Field(100_000, ge=64)  # bytes of output kept per command (head + tail)
+    startup_timeout: float = Field(60.0, gt=0)  # seconds for the sandbox to be created and its shell ready
+    env: dict[str, str] = Field(default_factory=dict)  # environment variables of the sandbox shell
+
+    def build(
+        self,
+        *,
+        image: str | None = None,
+        copy_from: str | Path | None = None,
+        run_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Sandbox:
+        raise NotImplementedError(f"{type(self).__name__} does not implement build()")
+
+
+class DockerSandboxConfig(SandboxBackendConfig):
+    """A container per sandbox, a persistent bash over an attached exec socket, limits on by default."""
+
+    backend: Literal["docker"] = "docker"  # selects DockerSandbox
+    image: str = DEFAULT_IMAGE  # default image when make_sandbox gets none
+    workdir: str | None = (
+        None  # initial cwd of the shell and base of relative file paths; null = image WORKDIR
+    )
+    user: str | None = None  # user inside the container; null = image default (usually root)
+    ttl: float = Field(
+        6 * 3600.0, gt=0
+    )  # seconds; the container's main process is `sleep ttl`, then it is gone
+    limits: Limits = Field(default_factory=Limits)  # resource and privilege limits
+    pull: Literal["never", "missing"] = "missing"  # pull a missing image when its registry is reachable
+    disk_floor_gb: float = Field(10.0, ge=0)  # warn before a pull/build when free disk is below this
+    docker_host: str | None = (
+        None  # engine URL (unix:///var/run/docker.sock, tcp://...); null = DOCKER_HOST/env
+    )
+    io_timeout: float = Field(120.0, gt=0)  # seconds for one file transfer or helper exec
+    labels: dict[str, str] = Field(default_factory=dict)  # extra container labels
+
+    def build(self, *, image=None, copy_from=None, run_id=None, labels=None) -> Sandbox:
+        from sandboxes.docker_sandbox import DockerSandbox
+
+        return DockerSandbox(self, image=image, copy_from=copy_from, run_id=run_id, labels=labels)
+
+
+class LocalSandboxConfig(SandboxBackendConfig):
+    """A bash process in a temporary copy of a directory. Isolates NOTHING: for debugging and Docker-less hosts."""
+
+    backend: Literal["local"] = "local"  # selects LocalSandbox
+    source_dir: str | None = None  # directory copied into the sandbox when make_sandbox gets no copy_from
+    keep_dir: bool = False  # keep the temporary directory after close (for debugging)
+
+    def build(self, *, image=None, copy_from=None, run_id=None, labels=None) -> Sandbox:
+        from sandboxes.local import LocalSandbox
+
+        return LocalSandbox(self, copy_from=copy_from if copy_from is not None else self.source_dir)
+
+
+SandboxConfig = Annotated[DockerSandboxConfig | LocalSandboxConfig, Field(discriminator="backend")]
+
+
+def parse_sandbox_config(data: Mapping[str, Any] | SandboxBackendConfig) -> SandboxBackendConfig:
+    """Validate a mapping into the right backend model; one clear ValueError naming the bad field otherwise."""
+    if isinstance(data, SandboxBackendConfig):
+        return data
+    try:
+        return TypeAdapter(SandboxConfig).validate_python(dict(data))
+    except ValidationError as e:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'sandbox'}: {err['msg']}" for err in e.errors()
+        )
+        raise ValueError(
+            f"invalid sandbox config: {problems} (backend must be one of: docker, local)"
+        ) from None
+
+
+def make_sandbox(
+    config: Mapping[str, Any] | SandboxBackendConfig | None = None,
+    *,
+    image: str | None = None,
+    copy_from: str | Path | None = None,
+    run_id: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Sandbox:
+    """An unstarted sandbox for `config` (default: Docker). Use `async with make_sandbox(...) as sb:`.
+
+    image: container image (Docker; default config.image). copy_from: host directory copied into the sandbox's
+    workdir at start. run_id: groups sandboxes of one run (label, used by `sandboxes ls/reap`).
+    """
+    cfg = parse_sandbox_config(config) if config is not None else DockerSandboxConfig()
+    return cfg.build(image=image, copy_from=copy_from, run_id=run_id, labels=labels)

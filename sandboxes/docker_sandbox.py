@@ -1,0 +1,269 @@
+"""DockerSandbox: one container per sandbox, limits on by default, a persistent bash over an attached exec socket.
+
+The container's main process is `sleep TTL` under Docker's init (which reaps orphans), and it is auto-removed when
+it stops, so a forgotten container disappears by itself. Blocking Docker SDK calls run in worker threads; the
+shell stream itself is read on the event loop, so many sandboxes share one thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sandboxes import transfer
+from sandboxes.base import EngineUnreachableError, SandboxDiedError, SandboxError, SandboxStartError
+from sandboxes.config import DockerSandboxConfig
+from sandboxes.lifecycle import Janitor, default_janitor, owner_labels
+from sandboxes.shell import FrameDemux
+from sandboxes.shellbox import ShellSandbox
+
+STATE_DIR = "/dev/shm/.sandboxes"  # survives a read-only root; not under /tmp, which tests may fill
+# Kill every process of one session with bash builtins only (no fork: works when the pids limit is exhausted).
+_KILL_SESSION = (
+    'for _ in 1 2 3; do for d in /proc/[0-9]*; do read -r l < "$d/stat" 2>/dev/null || continue; '
+    'l=${l##*) }; set -- $l; [ "$4" = "$SID" ] && kill -9 "${d#/proc/}" 2>/dev/null; done; done; true'
+)
+
+
+def docker_client(docker_host: str | None = None) -> Any:
+    """A docker SDK client, or EngineUnreachableError naming the engine and the cause."""
+    import docker
+
+    try:
+        client = docker.DockerClient(base_url=docker_host) if docker_host else docker.from_env()
+        client.ping()
+        return client
+    except Exception as e:
+        where = docker_host or os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        raise EngineUnreachableError(f"Docker engine at {where} is unreachable", cause=e) from e
+
+
+class _SocketTransport:
+    """The attached exec stream of the shell: asyncio over the hijacked socket, demultiplexing Docker frames."""
+
+    def __init__(self, sock_io: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._sock_io = sock_io  # keeps the SDK's response object (and so the socket) alive
+        self._reader, self._writer = reader, writer
+        self._demux = FrameDemux()
+
+    async def read(self) -> bytes:
+        while True:
+            data = await self._reader.read(1 << 20)
+            if not data:
+                return b""
+            out = b"".join(payload for _, payload in self._demux.feed(data))
+            if out:
+                return out
+
+    async def write(self, data: bytes) -> None:
+        self._writer.write(data)
+        await self._writer.drain()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._writer.close()
+        with contextlib.suppress(Exception):
+            self._sock_io.close()
+
+
+class DockerSandbox(ShellSandbox):
+    """A hardened container with a persistent shell. Start with `await sb.start()` or `async with`."""
+
+    def __init__(
+        self,
+        config: DockerSandboxConfig | None = None,
+        *,
+        image: str | None = None,
+        copy_from: str | Path | None = None,
+        run_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        client: Any = None,
+        janitor: Janitor | None = None,
+    ) -> None:
+        self.config = config or DockerSandboxConfig()
+        super().__init__(
+            exec_timeout=self.config.exec_timeout,
+            kill_grace=self.config.kill_grace,
+            client_grace=self.config.client_grace,
+            output_limit=self.config.output_limit,
+            startup_timeout=self.config.startup_timeout,
+            state_dir=STATE_DIR,
+            workdir=self.config.workdir,
+        )
+        self.image = image or self.config.image
+        self.run_id = run_id or secrets.token_hex(4)
+        self.name = f"sbx-{self.run_id}-{secrets.token_hex(5)}"  # known before create: a timed-out create is removable
+        self.id = self.name  # replaced by the container id once created
+        self._copy_from = copy_from
+        self._extra_labels = dict(self.config.labels) | dict(labels or {})
+        self._client = client
+        self._janitor = janitor or default_janitor()
+
+    # --- lifecycle ------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._started:
+            return
+        if self._closed:
+            raise SandboxError("sandbox was closed; make a new one", sandbox_id=self.id)
+        self._janitor.hold(self.name, self.config.docker_host)
+        create = asyncio.ensure_future(asyncio.to_thread(self._create_blocking))
+        try:
+            await asyncio.wait_for(asyncio.shield(create), self.config.startup_timeout)
+            self._started = True
+            await self._start_shell()
+            if self._copy_from is not None:
+                await self.upload(str(self._copy_from), self.config.workdir or ".")
+        except BaseException as e:
+            # the create may still be running in its thread: wait for it, then remove whatever it made
+            with contextlib.suppress(BaseException):
+                await create
+            await self._remove()
+            self._started, self._closed = False, True
+            if isinstance(e, SandboxError) or not isinstance(e, Exception):
+                raise
+            if isinstance(e, asyncio.TimeoutError):
+                msg = f"not ready within startup_timeout={self.config.startup_timeout:g}s"
+                raise SandboxStartError(msg, sandbox_id=self.id, cause=e) from e
+            raise SandboxStartError(f"could not start image {self.image}", sandbox_id=self.id, cause=e) from e
+
+    def _create_blocking(self) -> None:
+        import docker
+
+        if self._client is None:
+            self._client = docker_client(self.config.docker_host)
+        api = self._client.api
+        try:
+            cid = self._create_container(api)
+        except docker.errors.ImageNotFound:
+            from sandboxes.images import ensure_image
+
+            ensure_image(
+                self._client, self.image, pull=self.config.pull, disk_floor_gb=self.config.disk_floor_gb
+            )
+            cid = self._create_container(api)
+        self.id = cid
+        api.start(cid)
+
+    def _create_container(self, api: Any) -> str:
+        lim, cfg = self.config.limits, self.config
+        host_config = api.create_host_config(
+            network_mode=lim.network,
+            mem_limit=lim.memory,
+            memswap_limit=lim.memory,
+            pids_limit=lim.pids,
+            nano_cpus=int(lim.cpus * 1e9) if lim.cpus else None,
+            security_opt=["no-new-privileges:true"] if lim.no_new_privileges else None,
+            cap_drop=lim.cap_drop or None,
+            cap_add=lim.cap_add or None,
+            read_only=lim.read_only_root,
+            tmpfs=dict(lim.tmpfs) or None,
+            storage_opt={"size": lim.storage_size} if lim.storage_size else None,
+            init=True,
+            auto_remove=True,
+        )
+        labels = owner_labels(self.run_id, cfg.ttl) | self._extra_labels
+        resp = api.create_container(
+            self.image,
+            command=["sleep", str(int(cfg.ttl))],
+            name=self.name,
+            labels=labels,
+            environment=dict(cfg.env) or None,
+            working_dir=cfg.workdir,
+            user=cfg.user,
+            host_config=host_config,
+        )
+        return resp["Id"]
+
+    async def close(self) -> None:
+        """Remove the container (idempotent)."""
+        self._closed = True
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+        await self._remove()
+
+    async def _remove(self) -> None:
+        def rm() -> None:
+            with contextlib.suppress(Exception):
+                if self._client is not None:
+                    self._client.api.remove_container(self.name, force=True)
+
+        await asyncio.to_thread(rm)
+        self._janitor.release(self.name)
+
+    # --- shell backend hooks --------------------------------------------------------------------------------
+    async def _open_transport(self) -> _SocketTransport:
+        def open_exec() -> Any:
+            api = self._client.api
+            ex = api.exec_create(self.id, ["bash", "--noprofile", "--norc"], stdin=True, stdout=True,
+                                 stderr=True, tty=False, workdir=self.config.workdir)  # fmt: skip
+            return api.exec_start(ex["Id"], socket=True)
+
+        try:
+            sock_io = await asyncio.to_thread(open_exec)
+        except Exception as e:
+            await self._check_alive()
+            raise SandboxStartError("could not open the sandbox shell", sandbox_id=self.id, cause=e) from e
+        raw: socket.socket = sock_io._sock
+        raw.setblocking(False)
+        if raw.family == socket.AF_UNIX:
+            reader, writer = await asyncio.open_unix_connection(sock=raw, limit=1 << 22)
+        else:
+            reader, writer = await asyncio.open_connection(sock=raw, limit=1 << 22)
+        return _SocketTransport(sock_io, reader, writer)
+
+    async def _kill_session(self, sid: int) -> None:
+        def kill() -> None:
+            try:
+                rc, _, _ = transfer.exec_io(self._client, self.id, ["bash", "-c", _KILL_SESSION],
+                                              env={"SID": str(sid)}, timeout=30)  # fmt: skip
+                if rc == 0:
+                    return
+            except Exception:  # e.g. the pids limit is exhausted: no process can be exec'd
+                pass
+            self._client.api.restart(self.id, timeout=0)  # last resort: STOPSIGNAL SIGKILL, files are kept
+
+        try:
+            await asyncio.to_thread(kill)
+        except Exception as e:
+            await self._check_alive()
+            raise SandboxDiedError("could not kill a runaway command", sandbox_id=self.id, cause=e) from e
+
+    async def _check_alive(self) -> None:
+        def state() -> dict[str, Any]:
+            return self._client.api.inspect_container(self.id)["State"]
+
+        try:
+            st = await asyncio.to_thread(state)
+        except Exception as e:
+            raise SandboxDiedError("sandbox container is gone", sandbox_id=self.id, cause=e) from e
+        if not st.get("Running"):
+            detail = f"status={st.get('Status')} exit={st.get('ExitCode')} oom={st.get('OOMKilled')}"
+            raise SandboxDiedError(f"sandbox container stopped ({detail})", sandbox_id=self.id)
+
+    # --- files ----------------------------------------------------------------------------------------------
+    async def read_file(self, path: str) -> bytes:
+        return await asyncio.to_thread(transfer.read_file, self._client, self.id, path, self._io())
+
+    async def write_file(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None:
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        await asyncio.to_thread(transfer.write_file, self._client, self.id, path, raw, mode, self._io())
+
+    async def upload(self, src: str, dst: str) -> None:
+        """Copy a host file to container path `dst`, or a host directory's contents into directory `dst`."""
+        await asyncio.to_thread(transfer.upload, self._client, self.id, src, dst, self._io())
+
+    async def download(self, src: str, dst: str) -> None:
+        """Copy a container file to host path `dst`, or a container directory's contents into host dir `dst`."""
+        await asyncio.to_thread(transfer.download, self._client, self.id, src, dst, self._io())
+
+    def _io(self) -> transfer.IoContext:
+        if not self._started or self._closed:
+            raise SandboxError("sandbox is not running", sandbox_id=self.id)
+        return transfer.IoContext(workdir=self.config.workdir, timeout=self.config.io_timeout)

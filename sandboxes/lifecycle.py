@@ -1,0 +1,202 @@
+"""Leak-proofing: ownership labels, the per-process janitor (close on SIGINT/SIGTERM/exit), and the reaper.
+
+Three layers, so a container outlives its owner only until the first of them fires:
+1. the janitor removes every container this process still holds at interpreter exit and on SIGINT/SIGTERM;
+2. each container's main process is `sleep TTL` under an init, and it is auto-removed when that exits;
+3. `reap()` (CLI `sandboxes reap`) removes containers whose owner process is gone or whose expiry passed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+LABEL_MANAGED = "sandboxes.managed"  # "1" on every container we create
+LABEL_RUN = "sandboxes.run_id"  # run id the sandbox belongs to
+LABEL_PID = "sandboxes.owner_pid"  # pid of the creating process
+LABEL_START = "sandboxes.owner_start"  # that process's start time (clock ticks since boot): guards pid reuse
+LABEL_HOST = "sandboxes.owner_host"  # hostname of the creating process: pids only mean something there
+LABEL_EXPIRES = "sandboxes.expires_at"  # unix time after which the container may be removed by anyone
+
+
+def process_start_ticks(pid: int) -> str:
+    """Field 22 of /proc/<pid>/stat (start time), or "" where /proc is unavailable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def owner_labels(run_id: str, ttl: float) -> dict[str, str]:
+    pid = os.getpid()
+    return {
+        LABEL_MANAGED: "1",
+        LABEL_RUN: run_id,
+        LABEL_PID: str(pid),
+        LABEL_START: process_start_ticks(pid),
+        LABEL_HOST: socket.gethostname(),
+        LABEL_EXPIRES: str(int(time.time() + ttl)),
+    }
+
+
+def owner_alive(labels: dict[str, str]) -> bool | None:
+    """True/False when the owner can be checked from here; None when it lives on another host."""
+    if labels.get(LABEL_HOST) != socket.gethostname():
+        return None
+    try:
+        pid = int(labels.get(LABEL_PID, ""))
+    except ValueError:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else
+    start = labels.get(LABEL_START, "")
+    return not start or process_start_ticks(pid) in ("", start)
+
+
+@dataclass(frozen=True)
+class ManagedContainer:
+    id: str  # full container id
+    name: str  # container name
+    status: str  # Docker status (running, exited, created ...)
+    labels: dict[str, str]  # all labels
+
+    @property
+    def expires_at(self) -> float:
+        try:
+            return float(self.labels.get(LABEL_EXPIRES, "inf"))
+        except ValueError:
+            return float("inf")
+
+
+def list_managed(client: Any, *, owner_pid: int | None = None) -> list[ManagedContainer]:
+    """Containers carrying our labels (all states); optionally only those created by `owner_pid` on this host."""
+    filters: dict[str, Any] = {"label": [f"{LABEL_MANAGED}=1"]}
+    if owner_pid is not None:
+        filters["label"] += [f"{LABEL_PID}={owner_pid}", f"{LABEL_HOST}={socket.gethostname()}"]
+    rows = client.api.containers(all=True, filters=filters)
+    return [
+        ManagedContainer(
+            r["Id"], (r.get("Names") or ["?"])[0].lstrip("/"), r.get("State", "?"), r.get("Labels") or {}
+        )
+        for r in rows
+    ]
+
+
+def reap(
+    client: Any, *, now: float | None = None, dry_run: bool = False
+) -> list[tuple[ManagedContainer, str]]:
+    """Remove managed containers whose owner is gone or whose expiry passed. Returns (container, reason) pairs."""
+    now = time.time() if now is None else now
+    doomed = []
+    for c in list_managed(client):
+        if c.expires_at <= now:
+            doomed.append((c, "expired"))
+        elif owner_alive(c.labels) is False:
+            doomed.append((c, "owner gone"))
+        elif c.status in ("exited", "dead"):
+            doomed.append((c, f"container {c.status}"))
+    if not dry_run:
+        remove_all(client, [c.id for c, _ in doomed])
+    return doomed
+
+
+def remove_all(client: Any, ids: list[str]) -> None:
+    """Force-remove containers in parallel; missing ones are fine (auto-remove may have won the race)."""
+
+    def rm(cid: str) -> None:
+        with contextlib.suppress(Exception):
+            client.api.remove_container(cid, force=True)
+
+    if ids:
+        with ThreadPoolExecutor(max_workers=min(8, len(ids))) as pool:
+            list(pool.map(rm, ids))
+
+
+class Janitor:
+    """Removes the containers this process still holds at exit or on SIGINT/SIGTERM (then re-raises the signal)."""
+
+    def __init__(self) -> None:
+        self._pid = (
+            os.getpid()
+        )  # a forked child inherits this object but must not remove the parent's containers
+        self._lock = threading.Lock()
+        self._held: dict[str, str | None] = {}  # container name/id -> engine URL (None = from environment)
+        self._installed = False
+        self._previous: dict[int, Any] = {}
+
+    def hold(self, name: str, docker_host: str | None) -> None:
+        with self._lock:
+            self._held[name] = docker_host
+            if not self._installed:
+                self._install()
+
+    def release(self, name: str) -> None:
+        with self._lock:
+            self._held.pop(name, None)
+
+    def held(self) -> list[str]:
+        with self._lock:
+            return list(self._held)
+
+    def cleanup(self) -> None:
+        if os.getpid() != self._pid:
+            return
+        with self._lock:
+            held, self._held = dict(self._held), {}
+        by_host: dict[str | None, list[str]] = {}
+        for name, host in held.items():
+            by_host.setdefault(host, []).append(name)
+        for host, names in by_host.items():
+            with contextlib.suppress(Exception):
+                import docker
+
+                client = docker.DockerClient(base_url=host) if host else docker.from_env()
+                remove_all(client, names)
+                client.close()
+
+    def _install(self) -> None:
+        self._installed = True
+        atexit.register(self.cleanup)
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread; atexit and reap still cover us
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError, OSError):
+                self._previous[sig] = signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.cleanup()
+        previous = self._previous.get(signum)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_IGN:
+            return
+        else:  # default action: restore it and re-deliver, so the exit status says "killed by signal"
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+
+_JANITORS: dict[
+    int, Janitor
+] = {}  # pid -> janitor; the one deliberate global: signal handlers are per process
+
+
+def default_janitor() -> Janitor:
+    """This process's janitor, created on first use (a forked child gets its own, never its parent's)."""
+    pid = os.getpid()
+    if pid not in _JANITORS:
+        _JANITORS[pid] = Janitor()
+    return _JANITORS[pid]

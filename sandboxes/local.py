@@ -1,0 +1,160 @@
+"""LocalSandbox: a persistent bash on THIS host, in a temporary copy of a directory.
+
+It ISOLATES NOTHING: commands run as the calling user with full access to the host's files, network, processes
+and resources. Use it to debug agents and on hosts without Docker, never for untrusted code. It offers the same
+persistent shell, timeouts, output cap and file API as DockerSandbox. Relative file paths resolve against the
+sandbox directory (`sb.root`); absolute paths are host paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+from sandboxes.base import SandboxDiedError, SandboxError
+from sandboxes.config import LocalSandboxConfig
+from sandboxes.shellbox import ShellSandbox
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process whose session id is `sid` (the shell, its commands and their background children)."""
+    for _ in range(3):  # repeat: a process may fork while we iterate
+        for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                if int(fields[3]) == sid:
+                    os.kill(int(entry), signal.SIGKILL)
+            except (OSError, IndexError, ValueError):
+                continue
+    with contextlib.suppress(OSError):
+        os.killpg(sid, signal.SIGKILL)
+
+
+class _PipeTransport:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    async def read(self) -> bytes:
+        assert self.proc.stdout is not None
+        return await self.proc.stdout.read(1 << 20)
+
+    async def write(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        await self.proc.stdin.drain()
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+
+
+class LocalSandbox(ShellSandbox):
+    """A bash process in a temporary directory on this host. Isolates nothing (see the module docstring)."""
+
+    def __init__(
+        self, config: LocalSandboxConfig | None = None, *, copy_from: str | Path | None = None
+    ) -> None:
+        self.config = config or LocalSandboxConfig()
+        self._tmp = tempfile.mkdtemp(prefix="sandbox-local-")
+        self.root = os.path.join(self._tmp, "work")  # the sandbox's working directory (a copy of copy_from)
+        super().__init__(
+            exec_timeout=self.config.exec_timeout,
+            kill_grace=self.config.kill_grace,
+            client_grace=self.config.client_grace,
+            output_limit=self.config.output_limit,
+            startup_timeout=self.config.startup_timeout,
+            state_dir=os.path.join(self._tmp, "state"),
+            workdir=self.root,
+        )
+        self.id = f"local-{os.path.basename(self._tmp)}"
+        self._copy_from = copy_from
+        self._procs: list[asyncio.subprocess.Process] = []
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        if self._closed:
+            raise SandboxError("sandbox was closed; make a new one", sandbox_id=self.id)
+        if self._copy_from is not None:
+            if not os.path.isdir(self._copy_from):
+                raise FileNotFoundError(f"copy_from: {self._copy_from!r} is not a directory")
+            await asyncio.to_thread(shutil.copytree, self._copy_from, self.root, symlinks=True)
+        else:
+            os.makedirs(self.root)
+        self._started = True
+        try:
+            await self._start_shell()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+        if self._shell_pid is not None:
+            kill_session(self._shell_pid)
+            self._shell_pid = None
+        for proc in self._procs:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait(), 5)
+        self._procs.clear()
+        if not self.config.keep_dir:
+            await asyncio.to_thread(shutil.rmtree, self._tmp, True)
+
+    async def _open_transport(self) -> _PipeTransport:
+        env = {**os.environ, **self.config.env}
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "--noprofile", "--norc", cwd=self.root, env=env, start_new_session=True,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            limit=1 << 22,
+        )  # fmt: skip
+        self._procs = [p for p in self._procs if p.returncode is None] + [proc]
+        return _PipeTransport(proc)
+
+    async def _kill_session(self, sid: int) -> None:
+        kill_session(sid)
+
+    async def _check_alive(self) -> None:
+        if not os.path.isdir(self.root):
+            raise SandboxDiedError("sandbox directory vanished", sandbox_id=self.id)
+
+    def _path(self, path: str) -> str:
+        return path if os.path.isabs(path) else os.path.join(self.root, path)
+
+    async def read_file(self, path: str) -> bytes:
+        return await asyncio.to_thread(Path(self._path(path)).read_bytes)
+
+    async def write_file(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None:
+        def write() -> None:
+            p = Path(self._path(path))
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data.encode() if isinstance(data, str) else bytes(data))
+            p.chmod(mode)
+
+        await asyncio.to_thread(write)
+
+    async def upload(self, src: str, dst: str) -> None:
+        await asyncio.to_thread(_copy, src, self._path(dst))
+
+    async def download(self, src: str, dst: str) -> None:
+        await asyncio.to_thread(_copy, self._path(src), dst)
+
+
+def _copy(src: str, dst: str) -> None:
+    if not os.path.exists(src):
+        raise FileNotFoundError(f"{src!r} does not exist")
+    if os.path.isdir(src):
+        shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
+        shutil.copy2(src, dst)

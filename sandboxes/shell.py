@@ -1,0 +1,195 @@
+"""The persistent-shell wire protocol, shared by every backend that drives a long-lived bash over a byte stream.
+
+One `bash --noprofile --norc` (the *parent*) reads scripts from its stdin. Each command runs in a *child* bash
+under `timeout -k` (the inside timeout: it signals the child's whole process group, so background children die
+with a timed-out command). Before exiting, the child dumps its cwd and exported environment into the state dir;
+the parent applies them, so `cd` and `export` persist. The parent then prints an end marker carrying a nonce the
+command cannot see (it lives only in the parent's stdin) and the exit code, so output is delimited reliably even
+without a trailing newline, with binary output, or when the command prints marker-looking text.
+
+Not persisted between commands: unexported shell variables, functions, aliases, shell options.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shlex
+from dataclasses import dataclass, field
+
+MARK = b"__SBX_"  # marker prefix; the full marker is MARK + 32 hex nonce + "_" + 3-digit exit code
+_MARK_LEN = len(MARK) + 32 + 1 + 3
+
+
+def _check_env(env: dict[str, str] | None) -> dict[str, str]:
+    env = dict(env or {})
+    for key, value in env.items():
+        if not (key.isidentifier() and key.isascii()):
+            raise ValueError(f"env: variable name {key!r} is not a valid shell identifier")
+        if not isinstance(value, str):
+            raise ValueError(f"env[{key!r}]: expected a string, got {type(value).__name__}")
+    return env
+
+
+def init_script(state_dir: str, workdir: str | None, nonce: str) -> bytes:
+    """First input of a fresh parent shell: merge stderr, restore the last committed cwd/env, print READY+pid."""
+    s = shlex.quote(state_dir)
+    wd = f"cd -- {shlex.quote(workdir)} 2>/dev/null\n" if workdir else ""
+    return (
+        "exec 2>&1\n"
+        f"mkdir -p {s}\n"
+        f"{wd}"
+        f'if [ -f {s}/cwd ]; then cd -- "$(cat {s}/cwd)" 2>/dev/null; fi\n'
+        f"if [ -f {s}/env ]; then . {s}/env 2>/dev/null; fi\n"
+        # the output before the READY marker is the shell's pid = its session id (killed on a client deadline)
+        "printf 'pid=%d' $$\n"
+        f"printf '{MARK.decode()}{nonce}_%03d' 0\n"
+    ).encode()
+
+
+def command_script(
+    cmd: str,
+    *,
+    state_dir: str,
+    nonce: str,
+    timeout: float,
+    kill_grace: float,
+    cwd: str | None,
+    env: dict[str, str] | None,
+) -> bytes:
+    """Script the parent runs for one command (see the module docstring for the protocol).
+
+    Only bash builtins run in the parent, so a round trip costs two exec()s (`timeout` and the child bash).
+    """
+    env = _check_env(env)
+    s = shlex.quote(state_dir)
+    keep_cwd = cwd is None  # a per-command cwd does not move the shell
+    child = (
+        f"trap '__sb_rc=$?; export -p > {s}/child_env 2>/dev/null; "
+        + (f"pwd > {s}/child_cwd 2>/dev/null; " if keep_cwd else "")
+        + "exit $__sb_rc' EXIT\n"
+        + (f"cd -- {shlex.quote(cwd)} || exit 1\n" if cwd else "")
+        + f". {s}/cmd\n"
+    )
+    heredoc = "SBXCMD_" + secrets.token_hex(
+        16
+    )  # a second nonce: the end marker's nonce is not in the command
+    lines = [
+        f": > {s}/child_env; : > {s}/child_cwd",
+        f"IFS= read -r -d '' __sb_c <<'{heredoc}'",
+        cmd + "\n" + heredoc,  # read -d '' keeps every byte up to the delimiter line (minus our newline)
+        f'printf %s "${{__sb_c%?}}" > {s}/cmd; unset __sb_c',
+    ]
+    if env:
+        names = " ".join(env)
+        lines.append(f"__sb_saved=$(declare -p {names} 2>/dev/null)")
+    assigns = "".join(f"{k}={shlex.quote(v)} " for k, v in env.items())  # prefix assignments: child only
+    lines.append(
+        f"{assigns}timeout -k {kill_grace:.3f}s {timeout:.3f}s "
+        f"bash --noprofile --norc -c {shlex.quote(child)} </dev/null"
+    )
+    lines += [
+        "__sb_rc=$?",
+        f'if [ -s {s}/child_cwd ]; then IFS= read -r __sb_d < {s}/child_cwd; cd -- "$__sb_d" 2>/dev/null; fi',
+        f"if [ -s {s}/child_env ]; then",
+        # unset every exported variable (builtins only: ${!p@} lists names by prefix), then apply the child's
+        "  for __sb_v in ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} "
+        "${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} "
+        "${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} "
+        "${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!_@}; do",
+        '    [[ ${!__sb_v@a} == *x* ]] 2>/dev/null && unset "$__sb_v" 2>/dev/null',
+        "  done",
+        f"  . {s}/child_env 2>/dev/null",
+        "fi",
+    ]
+    if env:
+        lines.append(f'unset {names} 2>/dev/null; eval "$__sb_saved"')
+    lines += [
+        f"export -p > {s}/env 2>/dev/null; pwd > {s}/cwd 2>/dev/null",
+        f"printf '{MARK.decode()}{nonce}_%03d' \"$__sb_rc\"",
+        "",
+    ]
+    return "\n".join(lines).encode()
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(16)
+
+
+@dataclass
+class OutputCap:
+    """Keeps the first and last `limit // 2` bytes of a stream and counts what was cut. Memory: O(limit)."""
+
+    limit: int  # total bytes kept
+    head: bytearray = field(default_factory=bytearray)
+    tail: bytearray = field(default_factory=bytearray)
+    total: int = 0  # bytes seen
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        half = self.limit // 2
+        room = half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data[-(self.limit - half) :]
+            excess = len(self.tail) - (self.limit - half)
+            if excess > 0:
+                del self.tail[:excess]
+
+    def text(self) -> str:
+        cut = self.total - len(self.head) - len(self.tail)
+        if cut <= 0:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace")
+        head = bytes(self.head).decode("utf-8", errors="replace")
+        tail = bytes(self.tail).decode("utf-8", errors="replace")
+        return f"{head}\n[... {cut} bytes of output cut (limit {self.limit} bytes) ...]\n{tail}"
+
+
+@dataclass
+class MarkerScanner:
+    """Feeds stream bytes to an OutputCap until the end marker for `nonce` appears; then `exit_code` is set."""
+
+    nonce: str
+    cap: OutputCap
+    exit_code: int | None = None
+    pending: bytes = b""  # bytes that might be the start of the marker; not yet committed to the cap
+    after: bytes = b""  # bytes after the marker (stray output of background processes)
+
+    def feed(self, data: bytes) -> bool:
+        """Returns True once the marker was seen."""
+        if self.exit_code is not None:
+            self.after += data
+            return True
+        buf = self.pending + data
+        marker = MARK + self.nonce.encode() + b"_"
+        idx = buf.find(marker)
+        if idx >= 0 and len(buf) >= idx + len(marker) + 3:
+            self.cap.add(buf[:idx])
+            code = buf[idx + len(marker) : idx + len(marker) + 3]
+            self.exit_code = int(code) if code.isdigit() else -1
+            self.after = buf[idx + len(marker) + 3 :]
+            self.pending = b""
+            return True
+        keep = len(buf) - idx if idx >= 0 else min(len(buf), len(marker) + 2)
+        self.cap.add(buf[: len(buf) - keep])
+        self.pending = buf[len(buf) - keep :]
+        return False
+
+
+class FrameDemux:
+    """Docker's multiplexed attach stream (tty=False): 8-byte headers [stream, 0, 0, 0, size:u32be] + payload."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        self._buf += data
+        out: list[tuple[int, bytes]] = []
+        while len(self._buf) >= 8:
+            size = int.from_bytes(self._buf[4:8], "big")
+            if len(self._buf) < 8 + size:
+                break
+            out.append((self._buf[0], bytes(self._buf[8 : 8 + size])))
+            del self._buf[: 8 + size]
+        return out

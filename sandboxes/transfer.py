@@ -1,0 +1,133 @@
+"""File transfer for DockerSandbox through one-shot execs (`cat`, `tar`) instead of Docker's archive API.
+
+Why not `put_archive`/`get_archive`: they bypass tmpfs mounts (a file written there lands under the mount,
+invisible) and fail on read-only roots in surprising ways; an exec sees exactly what the shell sees. Tar streams
+coming back from a container are extracted with tarfile's "data" filter: a hostile tar cannot write outside `dst`.
+All functions here block; DockerSandbox runs them in worker threads.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+import shutil
+import socket
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sandboxes.base import SandboxError
+from sandboxes.shell import FrameDemux
+
+
+@dataclass(frozen=True)
+class IoContext:
+    workdir: str | None  # base of relative container paths (None = the image WORKDIR)
+    timeout: float  # seconds for one transfer
+
+
+def exec_io(client: Any, cid: str, argv: list[str], *, stdin: bytes | None = None,
+            env: dict[str, str] | None = None, workdir: str | None = None,
+            timeout: float = 120) -> tuple[int, bytes, bytes]:  # fmt: skip
+    """Run argv once in the container, feeding `stdin`, and return (exit_code, stdout, stderr)."""
+    api = client.api
+    ex = api.exec_create(cid, argv, stdin=stdin is not None, stdout=True, stderr=True, tty=False,
+                         environment=env, workdir=workdir)  # fmt: skip
+    sock_io = api.exec_start(ex["Id"], socket=True)
+    raw: socket.socket = sock_io._sock
+    out, err, demux = bytearray(), bytearray(), FrameDemux()
+    try:
+        raw.settimeout(timeout)
+        if stdin is not None:
+            raw.sendall(stdin)
+            raw.shutdown(socket.SHUT_WR)  # stdin EOF for the process
+        while chunk := raw.recv(1 << 20):
+            for stream, payload in demux.feed(chunk):
+                (out if stream == 1 else err).extend(payload)
+    finally:
+        sock_io.close()
+        raw.close()
+    deadline = time.monotonic() + 10
+    while True:  # the stream can end a moment before the engine records the exit code
+        info = api.exec_inspect(ex["Id"])
+        if not info.get("Running") or time.monotonic() > deadline:
+            return (
+                int(info.get("ExitCode") if info.get("ExitCode") is not None else -1),
+                bytes(out),
+                bytes(err),
+            )
+        time.sleep(0.01)
+
+
+def _fail(cid: str, what: str, path: str, rc: int, err: bytes) -> None:
+    msg = err.decode(errors="replace").strip()
+    if "No such file" in msg or "Not a directory" in msg:
+        raise FileNotFoundError(f"{what} {path!r} in sandbox {cid[:12]}: {msg}")
+    raise SandboxError(f"{what} {path!r} failed (exit {rc}): {msg}", sandbox_id=cid)
+
+
+def read_file(client: Any, cid: str, path: str, ctx: IoContext) -> bytes:
+    rc, out, err = exec_io(client, cid, ["cat", "--", path], workdir=ctx.workdir, timeout=ctx.timeout)
+    if rc != 0:
+        _fail(cid, "read_file", path, rc, err)
+    return out
+
+
+def write_file(client: Any, cid: str, path: str, data: bytes, mode: int, ctx: IoContext) -> None:
+    script = 'd=$(dirname -- "$1") && mkdir -p -- "$d" && cat > "$1" && chmod "$2" "$1"'
+    argv = ["sh", "-c", script, "sh", path, format(mode & 0o7777, "o")]
+    rc, _, err = exec_io(client, cid, argv, stdin=data, workdir=ctx.workdir, timeout=ctx.timeout)
+    if rc != 0:
+        _fail(cid, "write_file", path, rc, err)
+
+
+def _tar_of(src: str, arcname: str) -> bytes:
+    buf = io.BytesIO()
+
+    def owner_root(ti: tarfile.TarInfo) -> tarfile.TarInfo:
+        ti.uid = ti.gid = 0
+        ti.uname = ti.gname = "root"
+        return ti
+
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        if os.path.isdir(src):
+            for entry in sorted(os.listdir(src)):
+                tar.add(os.path.join(src, entry), arcname=entry, filter=owner_root)
+        else:
+            tar.add(src, arcname=arcname, filter=owner_root)
+    return buf.getvalue()
+
+
+def upload(client: Any, cid: str, src: str, dst: str, ctx: IoContext) -> None:
+    """Host file -> container file `dst`; host directory -> its contents into container directory `dst`."""
+    if not os.path.exists(src):
+        raise FileNotFoundError(f"upload: host path {src!r} does not exist")
+    is_dir = os.path.isdir(src)
+    target_dir = dst if is_dir else (posixpath.dirname(dst) or ".")
+    data = _tar_of(src, posixpath.basename(dst) if not is_dir else "")
+    argv = ["sh", "-c", 'mkdir -p -- "$1" && tar -x -f - -C "$1"', "sh", target_dir]
+    rc, _, err = exec_io(client, cid, argv, stdin=data, workdir=ctx.workdir, timeout=ctx.timeout)
+    if rc != 0:
+        _fail(cid, "upload to", dst, rc, err)
+
+
+def download(client: Any, cid: str, src: str, dst: str, ctx: IoContext) -> None:
+    """Container file -> host file `dst`; container directory -> its contents into host directory `dst`."""
+    parent, base = posixpath.split(src.rstrip("/") or "/")
+    argv = ["tar", "-c", "-f", "-", "-C", parent or "/", "--", base or "."]
+    rc, out, err = exec_io(client, cid, argv, workdir=ctx.workdir, timeout=ctx.timeout)
+    if rc != 0:
+        _fail(cid, "download of", src, rc, err)
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(fileobj=io.BytesIO(out)) as tar:
+            tar.extractall(tmp, filter="data")  # rejects absolute paths, '..', devices, links out of tmp
+        got = os.path.join(tmp, base or ".")
+        if os.path.isdir(got):
+            os.makedirs(dst, exist_ok=True)
+            shutil.copytree(got, dst, symlinks=True, dirs_exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
+            shutil.copy2(got, dst)

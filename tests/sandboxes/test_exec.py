@@ -1,0 +1,113 @@
+"""The persistent shell on both backends: state, delimiting, timeouts, errors, files, sync facade."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from sandboxes import ExecResult, Sandbox, SandboxError, SyncSandbox, make_sandbox
+
+
+async def test_state_persists_and_output_is_delimited(sbx_backend_config):
+    async with make_sandbox(sbx_backend_config) as sb:
+        assert isinstance(sb, Sandbox)
+        r = await sb.exec("mkdir -p d && cd d && export FOO='a b' && echo hi")
+        assert r == ExecResult(0, "hi\n", False, r.duration)
+        r = await sb.exec('basename "$PWD"; echo "$FOO"; printf \'no newline\'')
+        assert r.output == "d\na b\nno newline" and r.exit_code == 0
+        r = await sb.exec("unset FOO; echo __SBX_0123456789abcdef0123456789abcdef_000 fake; exit 7")
+        assert r.exit_code == 7 and "fake" in r.output
+        r = await sb.exec('echo "[${FOO-unset}]"')
+        assert r.output == "[unset]\n"
+
+
+async def test_binary_output_and_stderr_are_kept(sbx_backend_config):
+    async with make_sandbox(sbx_backend_config) as sb:
+        r = await sb.exec("printf 'a\\377\\376b\\0c'; echo err >&2")
+        assert r.output == "a\ufffd\ufffdb\x00cerr\n"
+
+
+async def test_per_command_cwd_and_env_do_not_persist(sbx_backend_config):
+    async with make_sandbox(sbx_backend_config) as sb:
+        start = (await sb.exec("pwd")).output
+        r = await sb.exec('pwd; echo "$X"', cwd="/", env={"X": "it's $quoted"})
+        assert r.output == "/\nit's $quoted\n"
+        r = await sb.exec('pwd; echo "[$X]"')
+        assert r.output == f"{start}[]\n"
+        r = await sb.exec("true", cwd="/does/not/exist")
+        assert r.exit_code != 0 and "does/not/exist" in r.output
+        with pytest.raises(ValueError, match="env"):
+            await sb.exec("true", env={"BAD-NAME": "x"})
+
+
+async def test_timeout_kills_command_and_its_background_children(sbx_backend_config):
+    async with make_sandbox(sbx_backend_config) as sb:
+        await sb.exec("export KEEP=1; cd /")
+        r = await sb.exec("(sleep 300; echo survived > /tmp/bg-flag) & echo started; sleep 300", timeout=1)
+        assert r.timed_out and r.exit_code in (124, 137) and "started" in r.output
+        r = await sb.exec(
+            "sleep 2; cat /tmp/bg-flag 2>/dev/null; pgrep -f 'sleep 300' || echo none; echo $KEEP"
+        )
+        assert r.output.endswith("none\n1\n"), r.output
+        # a command that ignores SIGTERM is killed by the SIGKILL that follows
+        r = await sb.exec("trap '' TERM; sleep 300", timeout=0.5)
+        assert r.timed_out
+
+
+async def test_output_cap_keeps_head_and_tail(sbx_backend_config):
+    cfg = sbx_backend_config.model_copy(update={"output_limit": 1000})
+    async with make_sandbox(cfg) as sb:
+        r = await sb.exec("echo HEAD; seq 1 100000; echo TAIL")
+        assert r.output.startswith("HEAD\n") and r.output.endswith("TAIL\n")
+        assert "bytes of output cut" in r.output and len(r.output) < 1200
+
+
+async def test_files_roundtrip(sbx_backend_config, tmp_path):
+    async with make_sandbox(sbx_backend_config) as sb:
+        await sb.write_file("sub/dir/a.bin", b"\x00\xffdata", mode=0o755)
+        assert await sb.read_file("sub/dir/a.bin") == b"\x00\xffdata"
+        assert (await sb.exec("test -x sub/dir/a.bin && echo exec")).output == "exec\n"
+        with pytest.raises(FileNotFoundError):
+            await sb.read_file("no/such/file")
+        src = tmp_path / "src"
+        (src / "pkg").mkdir(parents=True)
+        (src / "pkg" / "m.py").write_text("X = 1\n")
+        (src / "top.txt").write_text("top\n")
+        await sb.upload(str(src), "up")
+        assert (await sb.exec("cat up/top.txt up/pkg/m.py")).output == "top\nX = 1\n"
+        await sb.upload(str(src / "top.txt"), "single/copy.txt")
+        assert await sb.read_file("single/copy.txt") == b"top\n"
+        await sb.download("up", str(tmp_path / "back"))
+        assert (tmp_path / "back" / "pkg" / "m.py").read_text() == "X = 1\n"
+        await sb.download("single/copy.txt", str(tmp_path / "f.txt"))
+        assert (tmp_path / "f.txt").read_text() == "top\n"
+
+
+async def test_copy_from_and_closed_sandbox(sbx_backend_config, tmp_path):
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "hello.py").write_text("print('hi from repo')\n")
+    sb = make_sandbox(sbx_backend_config, copy_from=tmp_path / "repo")
+    async with sb:
+        r = await sb.exec("python3 hello.py")
+        assert r.output == "hi from repo\n"
+    with pytest.raises(SandboxError):
+        await sb.exec("true")
+
+
+def test_sync_facade(sbx_backend_config):
+    with SyncSandbox(make_sandbox(sbx_backend_config)) as sb:
+        assert sb.exec("echo $((6*7))").output == "42\n"
+        sb.write_file("f.txt", "x")
+        assert sb.read_file("f.txt") == b"x"
+
+
+def test_local_sandbox_directory_is_removed(tmp_path):
+    from sandboxes.local import LocalSandbox
+
+    sb = SyncSandbox(LocalSandbox())
+    sb.start()
+    root = sb.sandbox.root
+    assert os.path.isdir(root)
+    sb.close()
+    assert not os.path.exists(root)
