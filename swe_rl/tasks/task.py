@@ -14,7 +14,9 @@ def _json_list(value: Any) -> list[str]:
         try:
             value = json.loads(value) if value.strip() else []
         except json.JSONDecodeError as e:
-            raise ValueError(f"expected a JSON list of test names, got a string that is not JSON ({e.msg})") from e
+            raise ValueError(
+                f"expected a JSON list of test names, got a string that is not JSON ({e.msg})"
+            ) from e
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"expected a list of test-name strings, got {type(value).__name__}")
     return value

@@ -1,0 +1,103 @@
+"""Task images: build a task repo's Dockerfiles locally (no network at build time), check what exists.
+
+A task directory's Dockerfile is built with the task directory as its context (swebench's `task_paths`),
+unless task.yaml's `metadata.build_context` names another directory relative to it: the bundled micro suite
+uses "../.." so that its tasks share one copy of each repo.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+# (tag, Dockerfile path, context dir) -> None; raises on failure
+Builder = Callable[[str, Path, Path], None]
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    instance_id: str
+    image: str
+    status: str  # "built" | "present" | "failed"
+    error: str = ""
+
+
+def image_exists(tag: str) -> bool:
+    proc = subprocess.run(["docker", "image", "inspect", tag], capture_output=True)
+    return proc.returncode == 0
+
+
+def docker_cli_builder(tag: str, dockerfile: Path, context: Path) -> None:
+    """`docker build --network none`: the fallback when the sandboxes builder is unavailable."""
+    cmd = ["docker", "build", "--network", "none", "-q", "-t", tag, "-f", str(dockerfile), str(context)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"docker build {tag} failed:\n{proc.stderr.strip()[-2000:]}")
+
+
+def sandboxes_builder(tag: str, dockerfile: Path, context: Path) -> None:
+    """The sandboxes package's builder (`build_image`, --network none). It wants the Dockerfile at the context
+    root, so a task whose context is elsewhere (the micro suite's shared root) is staged in a temp copy."""
+    from sandboxes.docker_sandbox import docker_client
+    from sandboxes.images import build_image
+
+    client = docker_client()
+    if dockerfile.resolve() == (context / "Dockerfile").resolve():
+        build_image(client, tag, context_dir=str(context))
+        return
+    with tempfile.TemporaryDirectory(prefix="swe-rl-build-") as tmp:
+        staged = Path(tmp) / "ctx"
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".git")
+        shutil.copytree(context, staged, ignore=ignore)
+        shutil.copyfile(dockerfile, staged / "Dockerfile")
+        build_image(client, tag, context_dir=str(staged))
+
+
+def default_builder() -> Builder:
+    """The sandboxes package's image builder when it is importable, else the docker CLI."""
+    try:
+        import sandboxes.docker_sandbox
+        import sandboxes.images  # noqa: F401
+    except ImportError:
+        return docker_cli_builder
+    return sandboxes_builder
+
+
+def build_context(task_dir: Path, metadata: dict) -> Path:
+    rel = (metadata or {}).get("build_context") or "."
+    return (task_dir / rel).resolve()
+
+
+def build_task_images(
+    repo_path: str | Path,
+    instance_ids: list[str] | None = None,
+    *,
+    force: bool = False,
+    workers: int = 2,
+    builder: Builder | None = None,
+) -> list[BuildResult]:
+    """Build every (or the named) task's image from its Dockerfile; skip images that exist unless `force`."""
+    from swebench.task.repo import load_task_repo, task_paths
+
+    build = builder or default_builder()
+    instances = load_task_repo(repo_path, instance_ids)
+    dirs = task_paths(repo_path, [i["instance_id"] for i in instances])
+
+    def one(inst: dict) -> BuildResult:
+        iid, tag = inst["instance_id"], inst["image"]
+        if not force and image_exists(tag):
+            return BuildResult(iid, tag, "present")
+        task_dir = dirs[iid]
+        try:
+            build(tag, task_dir / "Dockerfile", build_context(task_dir, inst.get("metadata", {})))
+        except Exception as e:  # one failed build must not hide the others' results
+            return BuildResult(iid, tag, "failed", f"{type(e).__name__}: {e}")
+        return BuildResult(iid, tag, "built")
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return list(pool.map(one, instances))
