@@ -1,0 +1,185 @@
+"""Grade a patch for a Task in a fresh sandbox, the way swebench's `run_instance` does, with swebench's functions.
+
+Steps (mirroring swebench.harness.run_evaluation.run_instance): fresh sandbox from the task image -> write the
+patch to /tmp/patch.diff -> try swebench's GIT_APPLY_CMDS in order (git apply, --3way, --reject, patch --fuzz=5),
+resetting the tree between attempts, then the "already applied" reverse check -> run the eval script built by
+swebench's `make_test_spec` (it records the test exit code) -> `get_eval_report` on the log, which parses it with
+the instance's `log_parser` and computes the FAIL_TO_PASS / PASS_TO_PASS report and resolved status.
+
+Infrastructure failures (image missing, sandbox failed to start or died, test timeout, environment-tier log
+signatures) give reward None with a `failure` label; a patch that does not apply is the policy's fault: reward 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sandboxes.base import (
+    Sandbox,
+    SandboxDiedError,
+    SandboxError,
+    SandboxStartError,
+    SandboxTimeoutError,
+)
+from swe_rl.tasks.reward import RewardResult
+from swe_rl.tasks.task import Task
+
+# Task -> an unstarted Sandbox running the task's image (grading enters it with `async with`).
+SandboxFactory = Callable[[Task], Sandbox]
+
+WORKDIR = "/testbed"
+PATCH_FILE = "/tmp/patch.diff"  # swebench's CONTAINER_PATCH_FILE
+EVAL_FILE = "/eval.sh"
+EVAL_OUTPUT = "/tmp/swe_rl_eval_output.txt"  # full log read back as a file: exec output is capped
+LOG_KEEP = 200_000  # characters of test output kept in RewardResult.log (head + tail)
+EVAL_TIMEOUT = 1800.0  # seconds; swebench's default --timeout
+
+
+def docker_factory(config: Any = None, *, run_id: str | None = None) -> SandboxFactory:
+    """Fresh DockerSandbox per task at `task.image` (config: a sandboxes DockerSandboxConfig or mapping)."""
+    from sandboxes.config import make_sandbox
+
+    def factory(task: Task) -> Sandbox:
+        return make_sandbox(config, image=task.image, run_id=run_id, labels={"swe-rl.task": task.instance_id})
+
+    return factory
+
+
+def instance_dict(task: Task) -> dict[str, Any]:
+    """The SWE-bench instance dict swebench's make_test_spec / run_evaluation read."""
+    row = task.model_dump(exclude={"metadata"})
+    row["eval_script"] = eval_script_for(task)
+    return row
+
+
+def eval_script_for(task: Task) -> str:
+    """A task's eval script; a bare test command (no SWE-bench output markers) is wrapped into one that applies
+    the test patch and brackets the command with the markers swebench's grading needs."""
+    from swebench.harness.constants import END_TEST_OUTPUT, START_TEST_OUTPUT
+
+    script = task.eval_script
+    if START_TEST_OUTPUT in script and END_TEST_OUTPUT in script:
+        return script
+    lines = ["#!/bin/bash", "set -uxo pipefail", f"cd {WORKDIR}"]
+    if task.test_patch.strip():
+        lines += ["git apply -v - <<'EOF_114329324912'", task.test_patch.rstrip("\n"), "EOF_114329324912"]
+    lines += [f": '{START_TEST_OUTPUT}'", script.strip(), f": '{END_TEST_OUTPUT}'", ""]
+    return "\n".join(lines)
+
+
+def _cap(text: str, keep: int = LOG_KEEP) -> str:
+    if len(text) <= keep:
+        return text
+    half = keep // 2
+    return f"{text[:half]}\n... [{len(text) - keep} characters cut] ...\n{text[-half:]}"
+
+
+async def _materialize(sb: Sandbox, task: Task) -> None:
+    """Generated tasks carry their repo as metadata.files (path -> text): write and commit it at /testbed."""
+    files: dict[str, str] = task.metadata.get("files") or {}
+    if not files:
+        return
+    for rel, text in files.items():
+        await sb.write_file(f"{WORKDIR}/{rel}", text)
+    res = await sb.exec(
+        "git init -q 2>/dev/null; git add -A && git commit -qm base --allow-empty", cwd=WORKDIR, timeout=120
+    )
+    if not res.ok:
+        raise SandboxError(f"could not commit the generated repo: {res.output[-500:]}")
+
+
+async def _apply_patch(sb: Sandbox, patch: str) -> tuple[bool, str]:
+    """swebench's apply chain; returns (applied, log of the attempts)."""
+    from swebench.harness.run_evaluation import GIT_APPLY_CMDS
+
+    await sb.write_file(PATCH_FILE, patch)
+    log = []
+    for attempt, cmd in enumerate(GIT_APPLY_CMDS):
+        if attempt:  # a failed attempt (notably --reject) leaves partial state behind: restart from pristine
+            await sb.exec("git checkout -- . ; git clean -fd", cwd=WORKDIR, timeout=300)
+        res = await sb.exec(f"{cmd} {PATCH_FILE}", cwd=WORKDIR, timeout=300)
+        log.append(f"$ {cmd}\n{res.output}")
+        if res.exit_code == 0:
+            return True, "\n".join(log)
+    res = await sb.exec(f"git apply --check --reverse {PATCH_FILE}", cwd=WORKDIR, timeout=300)
+    return res.exit_code == 0, "\n".join(log)
+
+
+async def _run_eval(sb: Sandbox, task: Task, timeout: float) -> tuple[str, bool]:
+    from swebench.harness.utils import make_test_spec
+
+    spec = make_test_spec(instance_dict(task))
+    await sb.write_file(EVAL_FILE, spec.eval_script)
+    res = await sb.exec(f"/bin/bash {EVAL_FILE} > {EVAL_OUTPUT} 2>&1", timeout=timeout)
+    try:
+        log = (await sb.read_file(EVAL_OUTPUT)).decode(errors="replace")
+    except SandboxError:
+        raise
+    except Exception:  # the output file is missing: the shell itself failed
+        log = res.output
+    return log, res.timed_out
+
+
+def report_from_log(task: Task, patch: str | None, log: str) -> dict[str, Any]:
+    """swebench's get_eval_report for this instance on a test log (parser, F2P/P2P report, resolution)."""
+    from swebench.harness.grading import get_eval_report
+    from swebench.harness.utils import make_test_spec
+
+    spec = make_test_spec(instance_dict(task))
+    pred = {"instance_id": task.instance_id, "model_patch": patch, "model_name_or_path": "swe-rl"}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "test_output.txt"
+        path.write_text(log)
+        return get_eval_report(spec, pred, str(path), include_tests_status=True)[task.instance_id]
+
+
+def _infra(label: str, log: str = "", tests: dict | None = None) -> RewardResult:
+    return RewardResult(reward=None, resolved=False, tests=tests or {}, log=_cap(log), failure=label)
+
+
+async def _image_missing(task: Task) -> bool:
+    from swe_rl.tasks.images import image_exists
+
+    return not await asyncio.to_thread(image_exists, task.image)
+
+
+async def grade(
+    task: Task, patch: str | None, sandbox_factory: SandboxFactory, *, timeout: float = EVAL_TIMEOUT
+) -> RewardResult:
+    """Grade `patch` on `task` in a fresh sandbox. reward 1.0 resolved / 0.0 not / None infrastructure failure."""
+    if patch is None:  # swebench: patch_is_None -> not resolved, nothing run
+        return RewardResult(0.0, False, {"patch_is_None": True, "resolved": False}, "", None)
+    try:
+        async with sandbox_factory(task) as sb:
+            await _materialize(sb, task)
+            applied, apply_log = (True, "") if not patch.strip() else await _apply_patch(sb, patch)
+            if not applied:
+                tests = {"patch_exists": True, "patch_successfully_applied": False, "resolved": False}
+                return RewardResult(0.0, False, tests, _cap(apply_log), None)
+            log, timed_out = await _run_eval(sb, task, timeout)
+    except SandboxStartError as e:
+        missing = await _image_missing(task)
+        return _infra("image_missing" if missing else "sandbox_start_failed", str(e))
+    except SandboxDiedError as e:
+        return _infra("sandbox_died", str(e))
+    except SandboxTimeoutError as e:
+        return _infra("sandbox_timeout", str(e))
+    except SandboxError as e:
+        return _infra("sandbox_error", str(e))
+    if timed_out:
+        return _infra("test_timeout", log + f"\n\nTimeout error: {timeout:g} seconds exceeded.")
+    report = report_from_log(task, patch, log)
+    report["empty_patch"] = not patch.strip()
+    if report.get("infra_failure"):
+        return _infra(f"environment:{report.get('infra_failure_reason', 'unknown')}", log, report)
+    resolved = bool(report["resolved"])
+    return RewardResult(1.0 if resolved else 0.0, resolved, report, _cap(log), None)
+
+
+def grade_sync(task: Task, patch: str | None, sandbox_factory: SandboxFactory, **kw: Any) -> RewardResult:
+    """Blocking `grade` for sync callers (not from inside a running event loop)."""
+    return asyncio.run(grade(task, patch, sandbox_factory, **kw))
