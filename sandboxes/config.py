@@ -110,7 +110,34 @@ class LocalSandboxConfig(SandboxBackendConfig):
         return LocalSandbox(self, copy_from=copy_from if copy_from is not None else self.source_dir)
 
 
-SandboxConfig = Annotated[DockerSandboxConfig | LocalSandboxConfig, Field(discriminator="backend")]
+class RaySandboxConfig(SandboxBackendConfig):
+    """A sandbox owned by a Ray actor on a node advertising `resource` (see sandboxes/ray_backend.py)."""
+
+    backend: Literal["ray"] = "ray"  # selects RaySandbox
+    inner: DockerSandboxConfig = Field(
+        default_factory=DockerSandboxConfig
+    )  # the sandbox the actor owns on its node
+    resource: str | None = (
+        "sandbox"  # custom Ray resource a node must advertise to host sandboxes; null = any node
+    )
+    resource_amount: float = Field(
+        1.0, gt=0
+    )  # amount of `resource` one sandbox takes (node slots / amount = cap)
+    num_cpus: float = Field(
+        0.0, ge=0
+    )  # CPUs reserved for the actor itself (the container has its own limits)
+    ray_address: str | None = None  # Ray to connect to when none is initialized; null = start a local one
+    local_slots: float = Field(64.0, gt=0)  # amount of `resource` a local Ray started here advertises
+
+    def build(self, *, image=None, copy_from=None, run_id=None, labels=None) -> Sandbox:
+        from sandboxes.ray_backend import RaySandbox
+
+        return RaySandbox(self, image=image, copy_from=copy_from, run_id=run_id, labels=labels)
+
+
+SandboxConfig = Annotated[
+    DockerSandboxConfig | LocalSandboxConfig | RaySandboxConfig, Field(discriminator="backend")
+]
 
 
 def parse_sandbox_config(data: Mapping[str, Any] | SandboxBackendConfig) -> SandboxBackendConfig:
@@ -124,7 +151,7 @@ def parse_sandbox_config(data: Mapping[str, Any] | SandboxBackendConfig) -> Sand
             f"{'.'.join(str(p) for p in err['loc']) or 'sandbox'}: {err['msg']}" for err in e.errors()
         )
         raise ValueError(
-            f"invalid sandbox config: {problems} (backend must be one of: docker, local)"
+            f"invalid sandbox config: {problems} (backend must be one of: docker, local, ray)"
         ) from None
 
 

@@ -1,0 +1,59 @@
+"""RaySandbox on local Ray with a real Docker container behind the actor."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from sandboxes.base import SandboxDiedError, SandboxStartError
+from sandboxes.config import make_sandbox
+
+pytestmark = [pytest.mark.docker, pytest.mark.ray]
+
+
+def _containers(run_id: str) -> list:
+    import docker
+
+    return docker.from_env().containers.list(all=True, filters={"label": f"sandboxes.run_id={run_id}"})
+
+
+async def test_protocol_round_trip_and_no_leftover(ray_local, tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text("X = 1\n")
+    sb = make_sandbox({"backend": "ray", "resource": None}, run_id="rollout-raysb-1")
+    async with sb:
+        assert len(_containers("rollout-raysb-1")) == 1
+        assert (await sb.exec("cd /tmp && echo $((6 * 7))")).output == "42\n"
+        assert (await sb.exec("pwd")).output.strip() == "/tmp"  # one persistent shell behind the actor
+        failing = await sb.exec("exit 3")
+        assert failing.exit_code == 3 and not failing.ok
+        await sb.write_file("/tmp/a.bin", b"\x00\xffdata")
+        assert await sb.read_file("/tmp/a.bin") == b"\x00\xffdata"
+        await sb.upload(str(tmp_path / "pkg"), "/tmp/up")
+        assert "mod.py" in (await sb.exec("ls /tmp/up")).output
+        await sb.download("/tmp/up", str(tmp_path / "back"))
+        assert (tmp_path / "back" / "mod.py").read_text() == "X = 1\n"
+    assert _containers("rollout-raysb-1") == []
+
+
+async def test_missing_custom_resource_is_one_clear_error(ray_local):
+    if "sandbox_absent_resource" in ray_local.cluster_resources():
+        pytest.skip("resource unexpectedly advertised")
+    sb = make_sandbox({"backend": "ray", "resource": "sandbox_absent_resource"})
+    with pytest.raises(SandboxStartError, match="sandbox_absent_resource"):
+        await sb.start()
+
+
+async def test_actor_death_is_sandbox_died(ray_local):
+    sb = make_sandbox({"backend": "ray", "resource": None}, run_id="rollout-raysb-2")
+    await sb.start()
+    try:
+        pid = await sb._actor.__ray_call__.remote(lambda self: os.getpid())
+        os.kill(pid, 9)
+        with pytest.raises(SandboxDiedError):
+            await sb.exec("echo hi")
+    finally:
+        await sb.close()
+        for c in _containers("rollout-raysb-2"):  # its owner was killed: what the reaper would remove
+            c.remove(force=True)
