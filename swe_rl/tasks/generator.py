@@ -228,11 +228,11 @@ def sample_batch(tasks: list[Task], k: int, rng: random.Random) -> list[Task]:
 
 
 def expert_actions(task: Task, repo_dir: str = "/testbed") -> list[tuple[str, dict[str, str]]]:
-    """The scripted solution as tool calls in R2E-Gym/DeepSWE naming: view, str_replace, submit."""
+    """The scripted solution as tool calls (swe_rl.agent names): view, str_replace, submit."""
     ex = task.metadata["expert"]
     path = f"{repo_dir}/{ex['path']}"
     return [
         ("file_editor", {"command": "view", "path": path}),
         ("file_editor", {"command": "str_replace", "path": path, "old_str": ex["old"], "new_str": ex["new"]}),
-        ("finish", {}),
+        ("submit", {}),
     ]

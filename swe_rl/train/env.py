@@ -1,0 +1,222 @@
+"""The real pipeline for generated micro tasks, made cheap enough for CPU RL.
+
+- `SandboxSlots`: k long-lived sandboxes (Docker at /testbed by default). A lease resets one to the task's files
+  with a single exec (fresh git repo, one commit), so an episode costs no container start. Tools, patch
+  extraction and tests run in the container exactly as for any task.
+- `CachedGrader`: the reward. Applies the patch in a slot, writes the task's test files, runs `eval_script`,
+  parses the log with swebench's pytest parser and checks FAIL_TO_PASS / PASS_TO_PASS. Results are cached by
+  (instance, patch): grading is deterministic and many samples of one task end with the same patch.
+- `PipelineRollouter`: the trainer's Rollouter over swe_rl.rollout's EpisodeContext (rollout_one: the agent's
+  run_episode + grading, one exception boundary per episode), with the policy shared with the learner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from swe_rl.agent.config import AgentConfig
+from swe_rl.agent.trajectory import Trajectory
+from swe_rl.tasks.reward import RewardResult
+from swe_rl.tasks.task import Task
+
+
+def _write_cmd(path: str, text: str) -> str:
+    b64 = base64.b64encode(text.encode()).decode()
+    return f"printf %s {b64} | base64 -d > {shlex.quote(path)}"
+
+
+def reset_script(task: Task, repo_dir: str) -> str:
+    """Shell that makes repo_dir a fresh one-commit git repo holding the task's files (metadata['files'])."""
+    files = task.metadata.get("files")
+    if not isinstance(files, dict) or not files:
+        raise ValueError(f"task {task.instance_id}: metadata['files'] must map repo paths to file text")
+    q = shlex.quote(repo_dir)
+    parts = [f"rm -rf {q} && mkdir -p {q} && cd {q} && git init -q"]
+    parts += [_write_cmd(p, t) for p, t in files.items()]
+    parts.append("git add -A && git -c user.name=swe-rl -c user.email=swe-rl@local commit -qm base")
+    return " && ".join(parts)
+
+
+class SandboxSlots:
+    """k reusable sandboxes; `lease(task)` is a SandboxFactory for rollout_one (`async with` enters a slot)."""
+
+    def __init__(self, k: int, sandbox_cfg: dict[str, Any] | None = None, repo_dir: str = "/testbed"):
+        self.k = k
+        self.sandbox_cfg = sandbox_cfg or {"backend": "docker", "image": "swe-rl/base:bookworm"}
+        self.repo_dir = repo_dir
+        self._free: asyncio.Queue[Any] | None = None
+        self._all: list[Any] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.stats = {"leases": 0, "reset_s": 0.0}
+        self.installed: dict[int, set[tuple[str, int, int]]] = {}  # per slot: files written outside the repo
+
+    async def _ensure(self) -> asyncio.Queue[Any]:
+        loop = asyncio.get_running_loop()
+        if self._free is None or self._loop is not loop:  # a queue belongs to one event loop
+            self._loop = loop
+            self._free = asyncio.Queue()
+            if not self._all:
+                from sandboxes.config import make_sandbox
+
+                boxes = [make_sandbox(self.sandbox_cfg, run_id="swe-rl-train") for _ in range(self.k)]
+                await asyncio.gather(*(b.start() for b in boxes))
+                self._all = boxes
+            for b in self._all:
+                self._free.put_nowait(b)
+        return self._free
+
+    def lease(self, task: Task) -> _Lease:
+        return _Lease(self, task)
+
+    async def close(self) -> None:
+        boxes, self._all = self._all, []
+        await asyncio.gather(*(b.close() for b in boxes), return_exceptions=True)
+
+
+@dataclass
+class _Lease:
+    slots: SandboxSlots
+    task: Task
+    box: Any = None
+
+    async def __aenter__(self) -> Any:
+        free = await self.slots._ensure()
+        self.box = await free.get()
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        res = await self.box.exec(reset_script(self.task, self.slots.repo_dir), timeout=60)
+        self.slots.stats["reset_s"] += loop.time() - t0
+        self.slots.stats["leases"] += 1
+        if res.exit_code != 0:
+            self.slots._free.put_nowait(self.box)  # type: ignore[union-attr]
+            from sandboxes.base import SandboxError
+
+            raise SandboxError(f"repo reset failed for {self.task.instance_id}: {res.output[-300:]}")
+        return SlotView(self.box, self.slots.repo_dir, self.slots.installed.setdefault(id(self.box), set()))
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.box is not None and self.slots._free is not None:
+            self.slots._free.put_nowait(self.box)
+
+
+class SlotView:
+    """What an episode sees of a slot: the sandbox, with small-file I/O through the shell (one exec, ~6 ms in
+    Docker, instead of an archive API round trip, ~80 ms) and identical writes outside the repo (the agent's
+    tool scripts, installed every episode) skipped after the first one. Everything else is delegated."""
+
+    def __init__(self, box: Any, repo_dir: str, installed: set[tuple[str, int, int]]):
+        self._box, self._repo, self._installed = box, repo_dir.rstrip("/") + "/", installed
+        self.id = box.id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._box, name)
+
+    async def exec(self, cmd: str, **kw: Any) -> Any:
+        return await self._box.exec(cmd, **kw)
+
+    async def write_file(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None:
+        raw = data.encode() if isinstance(data, str) else data
+        key = (path, hash(raw), mode)
+        if not path.startswith(self._repo) and key in self._installed:
+            return
+        b64 = base64.b64encode(raw).decode()
+        q = shlex.quote(path)
+        cmd = f'mkdir -p "$(dirname {q})" && printf %s {b64} | base64 -d > {q} && chmod {mode:o} {q}'
+        res = await self._box.exec(cmd, timeout=60)
+        if res.exit_code != 0 or len(b64) > 100_000:
+            await self._box.write_file(path, raw, mode=mode)
+        if not path.startswith(self._repo):
+            self._installed.add(key)
+
+    async def read_file(self, path: str) -> bytes:
+        res = await self._box.exec(f"base64 -w0 {shlex.quote(path)}", timeout=60)
+        try:
+            if res.exit_code == 0 and not res.timed_out:
+                return base64.b64decode(res.output.strip(), validate=True)
+        except ValueError:
+            pass  # clipped or odd output: use the archive API
+        return await self._box.read_file(path)
+
+
+def _report(task: Task, log: str) -> tuple[bool, dict[str, Any]]:
+    """Parse the test log with swebench's pytest parser; resolved = every F2P and P2P test passed."""
+    from swebench.harness.log_parsers.python import parse_log_pytest
+
+    status = parse_log_pytest(log, None)  # {test name: "PASSED" | "FAILED" | ...}
+    f2p = {t: status.get(t, "MISSING") for t in task.FAIL_TO_PASS}
+    p2p = {t: status.get(t, "MISSING") for t in task.PASS_TO_PASS}
+    ok = all(v == "PASSED" for v in f2p.values()) and all(v == "PASSED" for v in p2p.values())
+    return ok, {"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p}
+
+
+@dataclass
+class CachedGrader:
+    """RewardFn for generated tasks: real tests in a slot, results cached by (instance, patch)."""
+
+    slots: SandboxSlots
+    cache: dict[tuple[str, str], RewardResult] = field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
+
+    async def __call__(self, task: Task, patch: str) -> RewardResult:
+        key = (task.instance_id, patch)
+        if key in self.cache:
+            self.hits += 1
+            return self.cache[key]
+        self.misses += 1
+        repo = self.slots.repo_dir
+        script = [_write_cmd("/tmp/.swe_rl_grade.diff", patch), f"cd {shlex.quote(repo)}"]
+        script.append("git apply /tmp/.swe_rl_grade.diff >/dev/null 2>&1 || { echo PATCH_FAILED; exit 0; }")
+        for p, t in task.metadata.get("test_files", {}).items():
+            script.append(_write_cmd(f"{repo}/{p}", t))
+        script.append(task.eval_script)
+        async with self.slots.lease(task) as box:
+            res = await box.exec(" && ".join(script[:2]) + " ; " + " ; ".join(script[2:]), timeout=60)
+        if res.timed_out:
+            result = RewardResult(reward=0.0, resolved=False, log=res.output[-2000:], failure=None)
+        else:
+            ok, tests = _report(task, res.output)
+            result = RewardResult(reward=float(ok), resolved=ok, tests=tests, log=res.output[-2000:])
+        self.cache[key] = result
+        return result
+
+
+def demo_agent_config(prompts_dir: str, **overrides: Any) -> AgentConfig:
+    """Short prompts and tight limits for the tiny model (3 expert turns; one spare; early stop on bad format)."""
+    base = dict(
+        action_format="xml", max_steps=4, max_new_tokens=64, max_context_tokens=1024, max_format_errors=1,
+        temperature=1.0, tool_timeout_s=20, max_observation_chars=1500, setup_timeout_s=60,
+        system_prompt_file=f"{prompts_dir}/system.md", task_prompt_file=f"{prompts_dir}/task.md",
+        notes_file=f"{prompts_dir}/notes.yaml",
+    )  # fmt: skip
+    base.update(overrides)
+    return AgentConfig(**base)
+
+
+class PipelineRollouter:
+    """Trainer Rollouter: rollout_one over the real agent loop, tools in sandbox slots, CachedGrader rewards."""
+
+    def __init__(self, policy: Any, tokenizer: Any, agent_cfg: AgentConfig, slots: SandboxSlots,
+                 grader: CachedGrader | None = None, model: Any = None):  # fmt: skip
+        from swe_rl.rollout.policies import SharedPolicy
+
+        self.provider = SharedPolicy(policy, tokenizer, model)
+        self.agent_cfg = agent_cfg
+        self.slots = slots
+        self.grader = grader or CachedGrader(slots)
+
+    async def rollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]:
+        """len(tasks) * n graded trajectories, task-major. Sample i of every task samples with its own seed
+        (run_episode derives per-turn seeds from cfg.seed; rollout_one does not pass the sample index)."""
+        from swe_rl.rollout.episode import EpisodeContext
+
+        ctxs = [
+            EpisodeContext(policy=self.provider, sandbox_factory=self.slots.lease, reward_fn=self.grader,
+                           agent_cfg=self.agent_cfg.model_copy(update={"seed": seed + 7919 * i}))
+            for i in range(n)
+        ]  # fmt: skip
+        return list(await asyncio.gather(*(ctxs[i].run(t, i) for t in tasks for i in range(n))))
