@@ -2,16 +2,17 @@
 
 Only a (chunk × vocab) slice of fp32 logits/probabilities exists at a time, so the full (T × vocab) tensor is
 never materialized in fp32 (and, from hidden states, never at all). Inputs may be bf16; every chunk is upcast
-to fp32 before the softmax. With gradient enabled each chunk runs under activation checkpointing, so the backward
-pass recomputes the chunk instead of keeping its (chunk × vocab) intermediates alive (EPO needs this gradient).
+to fp32 before the softmax. The backward pass (EPO needs this gradient) is hand-written and recomputes each chunk
+instead of keeping its (chunk × vocab) intermediates alive: dH/dz = −p ⊙ (log p + H).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.utils.checkpoint import checkpoint
 
 DEFAULT_CHUNK = 1024
 
@@ -26,8 +27,80 @@ def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
     return lse - (p * z).sum(-1)
 
 
-def _hidden_chunk_entropy(h: Tensor, weight: Tensor, bias: Tensor | None, temperature: float) -> Tensor:
-    return entropy_from_logits(F.linear(h, weight, bias), temperature)
+def _entropy_grad(z: Tensor, h: Tensor, g: Tensor, temperature: float) -> Tensor:
+    """dL/dlogits for one chunk: dH/dz = −p ⊙ (log p + H), times the upstream g (N,) and 1/temperature."""
+    logp = torch.log_softmax(z, dim=-1)
+    return -(logp.exp() * (logp + h[:, None])) * (g[:, None] / temperature)
+
+
+def _scaled(logits: Tensor, temperature: float) -> Tensor:
+    z = logits.float()
+    return z / temperature if temperature != 1.0 else z
+
+
+class _ChunkedLogitsEntropy(torch.autograd.Function):
+    """Entropy of (N, V) logits; forward and backward both walk the tokens in chunks, and nothing of size
+    (chunk × V) is saved for backward (it is recomputed), so the fp32 softmax never exists in full."""
+
+    @staticmethod
+    def forward(ctx: Any, logits: Tensor, chunk: int, temperature: float) -> Tensor:
+        out = torch.cat(
+            [entropy_from_logits(logits[i : i + chunk], temperature) for i in range(0, len(logits), chunk)]
+        )
+        ctx.save_for_backward(logits, out)
+        ctx.chunk, ctx.temperature = chunk, temperature
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor, None, None]:
+        logits, out = ctx.saved_tensors
+        grad = torch.empty_like(logits)
+        for i in range(0, len(logits), ctx.chunk):
+            sl = slice(i, i + ctx.chunk)
+            z = _scaled(logits[sl], ctx.temperature)
+            grad[sl] = _entropy_grad(z, out[sl], grad_out[sl].float(), ctx.temperature).to(grad.dtype)
+        return grad, None, None
+
+
+class _ChunkedHiddenEntropy(torch.autograd.Function):
+    """Entropy of softmax(hidden @ W^T + b) for (N, D) hidden states; logits exist one chunk at a time in both
+    passes (recomputed in backward), so neither the (N × V) logits nor their softmax are ever materialized."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, hidden: Tensor, weight: Tensor, bias: Tensor | None, chunk: int, temp: float
+    ) -> Tensor:
+        parts = [
+            entropy_from_logits(F.linear(hidden[i : i + chunk], weight, bias), temp)
+            for i in range(0, len(hidden), chunk)
+        ]
+        out = torch.cat(parts)
+        ctx.save_for_backward(hidden, weight, bias, out)
+        ctx.chunk, ctx.temperature = chunk, temp
+        return out
+
+    @staticmethod
+    def backward(
+        ctx: Any, grad_out: Tensor
+    ) -> tuple[Tensor | None, Tensor | None, Tensor | None, None, None]:
+        hidden, weight, bias, out = ctx.saved_tensors
+        need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        gh = torch.zeros_like(hidden, dtype=torch.float32) if need_h else None
+        gw = torch.zeros_like(weight, dtype=torch.float32) if need_w else None
+        gb = torch.zeros_like(bias, dtype=torch.float32) if need_b and bias is not None else None
+        w32 = weight.float()
+        for i in range(0, len(hidden), ctx.chunk):
+            sl = slice(i, i + ctx.chunk)
+            z = _scaled(F.linear(hidden[sl], weight, bias), ctx.temperature)
+            dz = _entropy_grad(z, out[sl], grad_out[sl].float(), ctx.temperature)  # (n, V) fp32
+            if gh is not None:
+                gh[sl] = dz @ w32
+            if gw is not None:
+                gw += dz.T @ hidden[sl].float()
+            if gb is not None:
+                gb += dz.sum(0)
+        cast = lambda g, like: None if g is None else g.to(like.dtype)  # noqa: E731
+        return cast(gh, hidden), cast(gw, weight), cast(gb, bias) if bias is not None else None, None, None
 
 
 def _check_chunk(chunk_size: int) -> None:
@@ -36,19 +109,13 @@ def _check_chunk(chunk_size: int) -> None:
 
 
 def token_entropy(logits: Tensor, *, chunk_size: int = DEFAULT_CHUNK, temperature: float = 1.0) -> Tensor:
-    """(..., V) logits -> (...) fp32 token entropy, `chunk_size` tokens at a time."""
+    """(..., V) logits -> (...) fp32 token entropy, `chunk_size` tokens at a time (differentiable)."""
     _check_chunk(chunk_size)
     lead, vocab = logits.shape[:-1], logits.shape[-1]
     flat = logits.reshape(-1, vocab)
-    with_grad = torch.is_grad_enabled() and logits.requires_grad
-    parts = []
-    for start in range(0, flat.shape[0], chunk_size):
-        chunk = flat[start : start + chunk_size]
-        if with_grad:
-            parts.append(checkpoint(entropy_from_logits, chunk, temperature, use_reentrant=False))
-        else:
-            parts.append(entropy_from_logits(chunk, temperature))
-    out = torch.cat(parts) if parts else flat.new_zeros(0, dtype=torch.float32)
+    if flat.shape[0] == 0:
+        return flat.new_zeros(lead, dtype=torch.float32)
+    out: Tensor = _ChunkedLogitsEntropy.apply(flat, chunk_size, temperature)
     return out.reshape(lead)
 
 
@@ -61,21 +128,13 @@ def token_entropy_from_hidden(
     temperature: float = 1.0,
 ) -> Tensor:
     """(..., D) final hidden states and the lm_head weight (V, D) [+ bias (V,)] -> (...) fp32 token entropy;
-    logits are produced chunk by chunk, so the (T × V) logits never exist."""
+    logits are produced chunk by chunk, so the (T × V) logits never exist (differentiable in all three)."""
     _check_chunk(chunk_size)
     if hidden.shape[-1] != weight.shape[-1]:
         raise ValueError(f"lm_head weight: expected (V, {hidden.shape[-1]}), got {tuple(weight.shape)}")
     lead = hidden.shape[:-1]
     flat = hidden.reshape(-1, hidden.shape[-1])
-    with_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
-    parts = []
-    for start in range(0, flat.shape[0], chunk_size):
-        chunk = flat[start : start + chunk_size]
-        if with_grad:
-            parts.append(
-                checkpoint(_hidden_chunk_entropy, chunk, weight, bias, temperature, use_reentrant=False)
-            )
-        else:
-            parts.append(_hidden_chunk_entropy(chunk, weight, bias, temperature))
-    out = torch.cat(parts) if parts else flat.new_zeros(0, dtype=torch.float32)
+    if flat.shape[0] == 0:
+        return flat.new_zeros(lead, dtype=torch.float32)
+    out: Tensor = _ChunkedHiddenEntropy.apply(flat, weight, bias, chunk_size, temperature)
     return out.reshape(lead)
