@@ -1,0 +1,147 @@
+"""Helpers for the OpenRLHF backend tests: upstream source location, upstream's own CLI parser (extracted from
+`openrlhf/cli/train_ppo_ray.py` by AST, since that module imports vLLM), and real Experience batches."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import os
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+OPENRLHF_VERSION = "0.11.2"
+
+
+def _openrlhf_root() -> Path | None:
+    spec = importlib.util.find_spec("openrlhf")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@pytest.fixture(scope="session")
+def orl_root() -> Path:
+    root = _openrlhf_root()
+    if root is None:
+        msg = f"openrlhf=={OPENRLHF_VERSION} is not installed (make setup installs it with --no-deps)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    from importlib.metadata import version
+
+    assert version("openrlhf") == OPENRLHF_VERSION, (
+        f"openrlhf {version('openrlhf')} installed, the adapter is written against {OPENRLHF_VERSION}"
+    )
+    return root
+
+
+def orl_ast(root: Path, rel: str) -> ast.Module:
+    path = root / rel
+    assert path.is_file(), f"upstream file moved: openrlhf/{rel} no longer exists"
+    return ast.parse(path.read_text())
+
+
+class UpstreamSource:
+    """Read-only AST access to the installed openrlhf package."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def tree(self, rel: str) -> ast.Module:
+        return orl_ast(self.root, rel)
+
+    def find_def(self, rel: str, cls: str | None, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef:
+        tree = self.tree(rel)
+        scope: ast.AST = tree
+        where = f"openrlhf/{rel}: {cls + '.' if cls else ''}{name}"
+        if cls is not None:
+            found = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls]
+            assert found, f"upstream moved: class {cls} is gone from openrlhf/{rel} (looking for {where})"
+            scope = found[0]
+        for node in ast.iter_child_nodes(scope):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+                return node
+        raise AssertionError(f"upstream moved: {where} no longer exists")
+
+    @staticmethod
+    def arg_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+        a = fn.args
+        return [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+
+
+@pytest.fixture(scope="session")
+def orl_src(orl_root) -> UpstreamSource:
+    return UpstreamSource(orl_root)
+
+
+class _ParserDone(Exception):
+    pass
+
+
+@pytest.fixture(scope="session")
+def orl_parse(orl_root):
+    """upstream_parse(argv) -> hierarchized args, running upstream's parser and its validation block verbatim
+    (everything under `if __name__ == "__main__":` before `train(args)`)."""
+    tree = orl_ast(orl_root, "cli/train_ppo_ray.py")
+    mains = [
+        n
+        for n in tree.body
+        if isinstance(n, ast.If)
+        and isinstance(n.test, ast.Compare)
+        and ast.unparse(n.test) == "__name__ == '__main__'"
+    ]
+    assert mains, "upstream moved: train_ppo_ray.py has no `if __name__ == '__main__':` parser block"
+    body = [s for s in mains[0].body if ast.unparse(s) != "train(args)" and "use_ms" not in ast.unparse(s)]
+    code = compile(ast.Module(body=body, type_ignores=[]), "train_ppo_ray.py:__main__", "exec")
+
+    def parse(argv: list[str]):
+        class _Parser(argparse.ArgumentParser):
+            def parse_args(self, args=None, namespace=None):  # upstream calls parse_args() on sys.argv
+                return super().parse_args(argv, namespace)
+
+            def error(self, message):
+                raise ValueError(f"upstream argparse rejected our flags: {message}")
+
+        ns = {"argparse": _ArgparseShim(_Parser), "os": os, "datetime": datetime}
+        exec(code, ns)
+        return ns["args"]
+
+    return parse
+
+
+class _ArgparseShim:
+    """`argparse` as seen by the upstream block: the same module except ArgumentParser, which parses our argv."""
+
+    def __init__(self, parser_cls):
+        self.ArgumentParser = parser_cls
+
+    def __getattr__(self, name):
+        return getattr(argparse, name)
+
+
+@pytest.fixture
+def orl_experience():
+    """Factory for real OpenRLHF Experience objects (see `make_experience`)."""
+    pytest.importorskip("openrlhf.trainer.ppo_utils.experience")
+    return make_experience
+
+
+def make_experience(seqs_mask: list[list[int]], index: list[int], rewards: list[float], **info):
+    """A real OpenRLHF Experience for rows whose action masks are given (0/1 lists of equal length A)."""
+    import torch
+    from openrlhf.trainer.ppo_utils.experience import Experience
+
+    mask = torch.tensor(seqs_mask, dtype=torch.bool)  # (B, A)
+    b, a = mask.shape
+    return Experience(
+        sequences=torch.ones(b, a + 1, dtype=torch.long),
+        attention_mask=torch.ones(b, a + 1, dtype=torch.long),
+        action_mask=mask,
+        action_log_probs=torch.zeros(b, a),
+        rewards=torch.tensor(rewards, dtype=torch.float32),
+        index=list(index),
+        info={k: torch.tensor(v, dtype=torch.float32) for k, v in info.items()},
+    )

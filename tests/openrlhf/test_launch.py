@@ -1,0 +1,84 @@
+"""`swe-rl train-openrlhf`: dry run of both recipes, config errors, runtime env, prompt-dataset rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from swe_rl.cli import app
+from swe_rl.config import ConfigError, load_config
+from swe_rl.tasks.task import Task
+from swe_rl.train.openrlhf import launch, patch
+from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
+from swe_rl.train.openrlhf.data import task_from_label, write_prompt_dataset
+
+R7B = "configs/train/qwen25_coder_7b_grpo_aem.yaml"
+R32B = "configs/train/qwen3_32b_deepswe_grpo_pp_aem.yaml"
+
+
+@pytest.mark.parametrize("recipe", [R7B, R32B])
+def test_dry_run_prints_command_runtime_env_and_config(recipe, tmp_path):
+    res = CliRunner().invoke(app, ["train-openrlhf", "-c", recipe, "--dry-run", "--runs-dir", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert out.startswith("# OpenRLHF 0.11.2 command")
+    assert "python -m openrlhf.cli.train_ppo_ray \\\n  --actor.num_nodes" in out
+    assert f"--train.agent_func_path {launch.agent_func_path()}" in out
+    assert '"worker_process_setup_hook": "swe_rl.train.openrlhf.patch.install"' in out
+    assert '"RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": "0"' in out  # exact entropy rides on a tensor attribute
+    assert "# resolved config" in out and "entropy_source: exact" in out
+    assert not list(tmp_path.iterdir()), "a dry run must not create anything"
+
+
+def test_32b_recipe_is_the_papers_setting():
+    cfg = load_config(OpenRLHFTrainConfig, files=[R32B])
+    assert (cfg.rollout.prompts_per_step, cfg.rollout.samples_per_prompt) == (64, 8)
+    assert cfg.optim.train_batch_size == 64 * 8 and cfg.optim.lr == 1e-6
+    assert (cfg.optim.clip_high, cfg.optim.kl_coef, cfg.optim.entropy_coef) == (0.28, 0.0, None)
+    assert cfg.rollout.max_len == 32768 and cfg.rollout.dynamic_filtering and cfg.aem.compact_filter
+    assert (cfg.agent.max_steps, cfg.agent.command_timeout_s) == (50, 90.0)
+    steps = cfg.data.max_samples * cfg.rollout.samples_per_prompt // cfg.optim.train_batch_size
+    assert steps * cfg.optim.num_episodes == 250  # OpenRLHF's max_steps formula (prepare_datasets)
+
+
+def test_overrides_and_bad_config_errors(tmp_path):
+    cfg = load_config(OpenRLHFTrainConfig, files=[R7B], overrides=["aem.entropy_source=surprisal"])
+    env = launch.build_env_vars(cfg, environ={})
+    assert env["RAY_ENABLE_ZERO_COPY_TORCH_TENSORS"] == "1"
+    assert json.loads(env[launch.AEM_ENV])["entropy_source"] == "surprisal"
+    assert patch.config_from_env(env) == cfg.aem  # what the hook reads back in each worker
+    with pytest.raises(ConfigError, match="colocate_all"):
+        load_config(OpenRLHFTrainConfig, files=[R7B], overrides=["cluster.vllm_engines=4"])
+    with pytest.raises(ConfigError, match=r"aem\.no_such_key"):
+        load_config(OpenRLHFTrainConfig, files=[R7B], overrides=["aem.no_such_key=1"])
+    res = CliRunner().invoke(app, ["train-openrlhf", "-c", R7B, "-s", "optim.estimator=ppo", "--dry-run"])
+    assert res.exit_code == 2 and "optim.estimator" in res.output
+
+
+def test_launch_without_dataset_fails_before_starting_ray(tmp_path):
+    cfg = load_config(
+        OpenRLHFTrainConfig, files=[R7B], overrides=[f"data.prompt_dataset={tmp_path}/none.jsonl"]
+    )
+    with pytest.raises(FileNotFoundError, match=r"data\.prompt_dataset"):
+        launch.run_openrlhf(cfg, runs_dir=str(tmp_path))
+
+
+def test_hook_env_name_matches_and_install_needs_gpu_stack():
+    assert patch.ENV_CONFIG == launch.AEM_ENV
+    assert patch.install(None) is False or patch.config_from_env() is not None
+    cfg = load_config(OpenRLHFTrainConfig, files=[R7B]).aem
+    with pytest.raises(ImportError, match=r"full `openrlhf\[vllm\]==0\.11\.2` install"):
+        patch.install(cfg)  # experience_maker imports flash-attn / deepspeed / vLLM: absent on CPU machines
+
+
+def test_prompt_rows_round_trip(tmp_path):
+    tasks = [Task(instance_id="a__b-1", repo="a/b", FAIL_TO_PASS=["t::x"]), Task(instance_id="c__d-2")]
+    path = tmp_path / "rows.jsonl"
+    assert write_prompt_dataset(tasks, path) == 2
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["prompt"] for r in rows] == ["a__b-1", "c__d-2"]
+    assert task_from_label(rows[0]["label"]) == tasks[0]
+    with pytest.raises(ValueError, match="Task JSON"):
+        task_from_label("a__b-1")
