@@ -34,6 +34,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	@command -v uv >/dev/null || python3 -m pip install -q uv
 	@[ -x $(PY) ] || uv venv -q $(VENV) --python 3.11
 	uv pip install -q --python $(PY) $(FIND_LINKS) -c constraints.txt -e ".[dev]"
+	@# OpenRLHF's CPU-importable parts (agent executor, Experience) for the adapter tests; its GPU deps stay out.
+	uv pip install -q --python $(PY) $(FIND_LINKS) --no-deps openrlhf==0.11.2 pylatexenc==2.11
 	@$(PY) -c "import torch; assert torch.version.cuda is None or '$(ALLOW_CUDA)', 'expected a CPU torch build'"
 	@touch $@
 
