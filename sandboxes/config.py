@@ -58,6 +58,9 @@ class SandboxBackendConfig(StrictConfig):
     output_limit: int = Field(100_000, ge=64)  # bytes of output kept per command (head + tail)
     startup_timeout: float = Field(60.0, gt=0)  # seconds for the sandbox to be created and its shell ready
     env: dict[str, str] = Field(default_factory=dict)  # environment variables of the sandbox shell
+    kill_background: bool = (
+        True  # kill a command's leftover background processes when it ends (setsid escapes)
+    )
 
     def build(
         self,

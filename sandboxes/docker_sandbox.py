@@ -99,6 +99,7 @@ class DockerSandbox(ShellSandbox):
         self.image = image or self.config.image
         self.run_id = run_id or secrets.token_hex(4)
         self.name = f"sbx-{self.run_id}-{secrets.token_hex(5)}"  # known before create: a timed-out create is removable
+        self.kill_background = self.config.kill_background
         self.id = self.name  # replaced by the container id once created
         self._copy_from = copy_from
         self._extra_labels = dict(self.config.labels) | dict(labels or {})

@@ -74,6 +74,7 @@ class LocalSandbox(ShellSandbox):
             state_dir=os.path.join(self._tmp, "state"),
             workdir=self.root,
         )
+        self.kill_background = self.config.kill_background
         self.id = f"local-{os.path.basename(self._tmp)}"
         self._copy_from = copy_from
         self._procs: list[asyncio.subprocess.Process] = []

@@ -2,7 +2,8 @@
 
 One `bash --noprofile --norc` (the *parent*) reads scripts from its stdin. Each command runs in a *child* bash
 under `timeout -k` (the inside timeout: it signals the child's whole process group, so background children die
-with a timed-out command). Before exiting, the child dumps its cwd and exported environment into the state dir;
+with a timed-out command; by default the group is also killed when the command ends, so nothing it started in
+the background outlives it unless it left the group with `setsid`). Before exiting, the child dumps its cwd and exported environment into the state dir;
 the parent applies them, so `cd` and `export` persist. The parent then prints an end marker carrying a nonce the
 command cannot see (it lives only in the parent's stdin) and the exit code, so output is delimited reliably even
 without a trailing newline, with binary output, or when the command prints marker-looking text.
@@ -55,6 +56,7 @@ def command_script(
     kill_grace: float,
     cwd: str | None,
     env: dict[str, str] | None,
+    kill_background: bool = True,
 ) -> bytes:
     """Script the parent runs for one command (see the module docstring for the protocol).
 
@@ -83,12 +85,15 @@ def command_script(
         names = " ".join(env)
         lines.append(f"__sb_saved=$(declare -p {names} 2>/dev/null)")
     assigns = "".join(f"{k}={shlex.quote(v)} " for k, v in env.items())  # prefix assignments: child only
+    # `timeout` makes itself leader of a new process group, so $! is that group's id
     lines.append(
         f"{assigns}timeout -k {kill_grace:.3f}s {timeout:.3f}s "
-        f"bash --noprofile --norc -c {shlex.quote(child)} </dev/null"
+        f"bash --noprofile --norc -c {shlex.quote(child)} </dev/null & wait $!"
     )
+    lines.append("__sb_rc=$?")
+    if kill_background:  # the command's leftover background processes die with it (setsid ones escape)
+        lines.append("kill -9 -- -$! 2>/dev/null")
     lines += [
-        "__sb_rc=$?",
         f'if [ -s {s}/child_cwd ]; then IFS= read -r __sb_d < {s}/child_cwd; cd -- "$__sb_d" 2>/dev/null; fi',
         f"if [ -s {s}/child_env ]; then",
         # unset every exported variable (builtins only: ${!p@} lists names by prefix), then apply the child's
@@ -175,6 +180,11 @@ class MarkerScanner:
         self.cap.add(buf[: len(buf) - keep])
         self.pending = buf[len(buf) - keep :]
         return False
+
+    def flush(self) -> None:
+        """The stream ended without a marker: the held-back bytes are output after all."""
+        self.cap.add(self.pending)
+        self.pending = b""
 
 
 class FrameDemux:

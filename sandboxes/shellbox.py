@@ -37,6 +37,7 @@ class ShellSandbox(abc.ABC):
         self.kill_grace = kill_grace  # SIGTERM -> SIGKILL delay of the inside timeout (s)
         self.client_grace = client_grace  # extra wait before the client kills from outside (s)
         self.output_limit = output_limit  # bytes kept per command
+        self.kill_background = True  # backends set this from their config
         self.startup_timeout = startup_timeout  # shell (re)start deadline (s)
         self._state_dir = state_dir  # where the shell commits cwd/env between commands
         self._workdir = workdir  # first cwd of the shell
@@ -112,7 +113,8 @@ class ShellSandbox(abc.ABC):
             raise ValueError(f"timeout: expected a positive number of seconds, got {timeout}")
         nonce = new_nonce()
         script = command_script(cmd, state_dir=self._state_dir, nonce=nonce, timeout=timeout,
-                                kill_grace=self.kill_grace, cwd=cwd, env=env)  # fmt: skip
+                                kill_grace=self.kill_grace, cwd=cwd, env=env,
+                                kill_background=self.kill_background)  # fmt: skip
         async with self._lock:
             if self._transport is None or self._dirty:
                 await self._replace_shell()
@@ -125,6 +127,7 @@ class ShellSandbox(abc.ABC):
                     self._read_until(self._transport, scanner), timeout + self.kill_grace + self.client_grace
                 )
             except asyncio.TimeoutError:
+                scanner.flush()
                 await self._replace_shell()
                 note = f"\n[sandbox: command killed by the client after {timeout:g}s; shell restarted]"
                 return ExecResult(-1, scanner.cap.text() + note, True, time.monotonic() - t0)
@@ -135,6 +138,7 @@ class ShellSandbox(abc.ABC):
                 raise
             duration = time.monotonic() - t0
             if not seen:
+                scanner.flush()
                 await self._check_alive()  # raises SandboxDiedError when the whole sandbox is gone
                 await self._replace_shell()
                 note = "\n[sandbox: the shell exited unexpectedly; restarted]"

@@ -17,9 +17,15 @@ SBX_IMAGE = os.environ.get("SANDBOXES_TEST_IMAGE", "swe-rl/base:bookworm")
 
 def sbx_small_config(**overrides) -> DockerSandboxConfig:
     """Docker config for tests: small limits so hostile tests are fast and cheap."""
-    limits = Limits(memory="256m", pids=128, cpus=1.0, **overrides.pop("limits", {}))
+    limits = Limits(**({"memory": "256m", "pids": 128, "cpus": 1.0} | overrides.pop("limits", {})))
     base = {"image": SBX_IMAGE, "ttl": 900, "exec_timeout": 30, "startup_timeout": 60, "limits": limits}
     return DockerSandboxConfig(**(base | overrides))
+
+
+@pytest.fixture(scope="session")
+def sbx_cfg():
+    """The small-limits Docker config factory, as a fixture (test modules cannot import conftest)."""
+    return sbx_small_config
 
 
 @pytest.fixture(scope="session")
