@@ -82,9 +82,13 @@ class ManagedContainer:
             return float("inf")
 
 
-def list_managed(client: Any, *, owner_pid: int | None = None) -> list[ManagedContainer]:
-    """Containers carrying our labels (all states); optionally only those created by `owner_pid` on this host."""
+def list_managed(
+    client: Any, *, owner_pid: int | None = None, run_id: str | None = None
+) -> list[ManagedContainer]:
+    """Containers carrying our labels (all states); optionally only one run's, or `owner_pid`'s on this host."""
     filters: dict[str, Any] = {"label": [f"{LABEL_MANAGED}=1"]}
+    if run_id is not None:
+        filters["label"].append(f"{LABEL_RUN}={run_id}")
     if owner_pid is not None:
         filters["label"] += [f"{LABEL_PID}={owner_pid}", f"{LABEL_HOST}={socket.gethostname()}"]
     rows = client.api.containers(all=True, filters=filters)
@@ -97,12 +101,15 @@ def list_managed(client: Any, *, owner_pid: int | None = None) -> list[ManagedCo
 
 
 def reap(
-    client: Any, *, now: float | None = None, dry_run: bool = False
+    client: Any, *, run_id: str | None = None, now: float | None = None, dry_run: bool = False
 ) -> list[tuple[ManagedContainer, str]]:
-    """Remove managed containers whose owner is gone or whose expiry passed. Returns (container, reason) pairs."""
+    """Remove managed containers (of one run, or all) whose owner is gone or whose expiry passed.
+
+    Returns (container, reason) pairs. `now` (unix time) lets a caller reap what will have expired by then.
+    """
     now = time.time() if now is None else now
     doomed = []
-    for c in list_managed(client):
+    for c in list_managed(client, run_id=run_id):
         if c.expires_at <= now:
             doomed.append((c, "expired"))
         elif owner_alive(c.labels) is False:
