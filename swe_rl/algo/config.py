@@ -93,4 +93,4 @@ class AlgoConfig(StrictModel):
     modulator: ModulatorConfig = ModulatorConfig()  # none | aem | empg
     epo: EPOConfig = EPOConfig()  # entropy regularizer in the loss
     loss: LossConfig = LossConfig()  # policy loss
-    entropy_chunk_size: int = Field(default=1024, ge=1)  # tokens per chunk in token_entropy (memory vs speed)
+    entropy_chunk_size: int = Field(default=512, ge=1)  # tokens per chunk in token_entropy (memory vs speed)

@@ -14,17 +14,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-DEFAULT_CHUNK = 1024
+DEFAULT_CHUNK = 512
 
 
 def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
-    """(N, V) logits of any float dtype -> (N,) fp32 entropy in nats at the given sampling temperature."""
-    z = logits.float()
+    """(N, V) logits of any float dtype -> (N,) fp32 entropy in nats at the given sampling temperature.
+
+    Two (N, V) fp32 buffers at most: the shifted logits z' = z − max z and e = exp(z'); then with s = Σ e,
+    H = log s − Σ e·z' / s (a batched dot product, so e·z' is never stored). In-place, so not differentiable by
+    itself: `token_entropy` wraps it with a hand-written backward."""
+    z = logits.to(torch.float32, copy=True)  # our own buffer: shifted in place below
     if temperature != 1.0:
-        z = z / temperature
-    lse = torch.logsumexp(z, dim=-1)
-    p = torch.softmax(z, dim=-1)
-    return lse - (p * z).sum(-1)
+        z.div_(temperature)
+    z.sub_(z.amax(dim=-1, keepdim=True))
+    e = torch.exp(z)
+    s = e.sum(-1)
+    dot = torch.bmm(e.unsqueeze(1), z.unsqueeze(2)).view(-1)  # (N,) Σ_v e_v z'_v
+    return torch.log(s) - dot / s
 
 
 def _entropy_grad(z: Tensor, h: Tensor, g: Tensor, temperature: float) -> Tensor:

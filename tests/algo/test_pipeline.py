@@ -23,8 +23,12 @@ def batch(seed=0, b=8, t=40):
 def test_config_from_yaml_and_overrides(tmp_path):
     f = tmp_path / "algo.yaml"
     f.write_text("estimator:\n  name: rloo\nmodulator:\n  kind: aem\n")
-    cfg = load_config(AlgoConfig, files=[f], overrides=["modulator.aem.lam=0.5", "loss.agg=seq-mean-token-sum"])
-    assert cfg.estimator.name == "rloo" and cfg.modulator.aem.lam == 0.5 and cfg.loss.agg == "seq-mean-token-sum"
+    cfg = load_config(
+        AlgoConfig, files=[f], overrides=["modulator.aem.lam=0.5", "loss.agg=seq-mean-token-sum"]
+    )
+    assert (
+        cfg.estimator.name == "rloo" and cfg.modulator.aem.lam == 0.5 and cfg.loss.agg == "seq-mean-token-sum"
+    )
     with pytest.raises(ConfigError, match="modulator"):
         load_config(AlgoConfig, overrides=["modulator.kind=entropy"])
     with pytest.raises(ConfigError):
