@@ -1,7 +1,7 @@
 """`HFLocalPolicy`: a transformers causal LM as an async, batching, token-in/token-out policy (CPU by default).
 
 Concurrent `generate` calls (one per trajectory) go into an asyncio queue; a worker takes everything waiting (up to
-`max_batch_size`) and runs one batched generation in a thread, so the event loop keeps driving sandboxes meanwhile.
+`max_batch`) and runs one batched generation in a thread, so the event loop keeps driving sandboxes meanwhile.
 The batch is left-padded with explicit position ids and a KV cache; rows that finish leave the batch (their cache
 rows are dropped) so long stragglers do not pay for finished rows. Logprobs are at the sampling temperature
 (log_softmax(logits / T), T = 1 when greedy) and entropy is the exact entropy of that same distribution.
@@ -27,14 +27,12 @@ class _Request:
 
 
 class HFLocalPolicy:
-    def __init__(
-        self, model: Any, tokenizer: Any, *, max_batch_size: int = 64, pad_token_id: int | None = None
-    ):
-        if max_batch_size < 1:
-            raise ValueError(f"max_batch_size={max_batch_size}: expected >= 1")
+    def __init__(self, model: Any, tokenizer: Any, *, max_batch: int = 64, pad_token_id: int | None = None):
+        if max_batch < 1:
+            raise ValueError(f"max_batch={max_batch}: expected >= 1")
         self.model = model  # a reference, never a copy: in-place weight updates must be visible
         self.tokenizer = tokenizer
-        self.max_batch_size = max_batch_size
+        self.max_batch = max_batch
         pad = pad_token_id if pad_token_id is not None else tokenizer.pad_token_id
         self.pad_token_id = int(pad if pad is not None else 0)
         self._queue: asyncio.Queue[_Request] | None = None
@@ -65,7 +63,7 @@ class HFLocalPolicy:
         while True:
             batch = [await self._queue.get()]
             await asyncio.sleep(0)  # let coroutines that are ready enqueue their turn too
-            while not self._queue.empty() and len(batch) < self.max_batch_size:
+            while not self._queue.empty() and len(batch) < self.max_batch:
                 batch.append(self._queue.get_nowait())
             batch = [r for r in batch if not r.future.done()]  # cancelled by a timeout meanwhile
             if not batch:

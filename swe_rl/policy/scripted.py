@@ -1,7 +1,7 @@
 """Scripted policies: fixed replies, tokenized for real. Test helpers and baselines for the rollout/eval layers.
 
 - `ReplayPolicy(tokenizer, replies)`: answers turn k with replies[k] (then the last one again), token-in/token-out.
-- `GoldPatchPolicy(task, tokenizer)`: replays a task's gold patch through the real tools: view each file,
+- `ScriptedGoldPolicy(task, tokenizer)`: replays a task's gold patch through the real tools: view each file,
   str_replace each hunk (create new files, rm deleted ones), run the tests, submit.
 One instance per episode: the reply index is the number of calls so far.
 """
@@ -112,10 +112,10 @@ def gold_replies(
     return replies
 
 
-class GoldPatchPolicy(ReplayPolicy):
-    def __init__(self, task: Any, tokenizer: Any, *, repo_dir: str = "/testbed", fmt: ActionFormat = "xml",
+class ScriptedGoldPolicy(ReplayPolicy):
+    def __init__(self, task: Any, tokenizer: Any, *, action_format: ActionFormat = "xml", repo_dir: str = "/testbed",
                  test_command: str = "python -m pytest -q", turn_end_token: str = "<|im_end|>"):  # fmt: skip
         if not task.patch.strip():
             raise ValueError(f"task {task.instance_id}: has no gold patch to replay")
-        replies = gold_replies(task.patch, repo_dir=repo_dir, fmt=fmt, test_command=test_command)
+        replies = gold_replies(task.patch, repo_dir=repo_dir, fmt=action_format, test_command=test_command)
         super().__init__(tokenizer, replies, turn_end_token=turn_end_token)

@@ -1,0 +1,115 @@
+"""A minimal OpenAI-compatible /v1/completions server over any `Policy` (token ids in, token ids + logprobs out).
+
+Serves the tiny local model in tests of `OpenAIPolicy`, and is a stand-in endpoint for demos. Requests are handled
+by a threading HTTP server; generation runs on one background asyncio loop, so concurrent requests still batch in
+`HFLocalPolicy`. `drop_first=N` closes the first N connections without answering (to exercise client retries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from swe_rl.policy.base import Policy, SamplingParams
+
+
+class PolicyServer:
+    def __init__(self, policy: Policy, *, host: str = "127.0.0.1", port: int = 0, drop_first: int = 0):
+        self.policy = policy
+        self.drop_remaining = drop_first
+        self._lock = threading.Lock()
+        self.loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.httpd = ThreadingHTTPServer((host, port), self._handler_class())
+        self.httpd.daemon_threads = True
+        self._http_thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> PolicyServer:
+        self._loop_thread.start()
+        self._http_thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._loop_thread.join(timeout=10)
+
+    def __enter__(self) -> PolicyServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _should_drop(self) -> bool:
+        with self._lock:
+            if self.drop_remaining > 0:
+                self.drop_remaining -= 1
+                return True
+            return False
+
+    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        prompt = body.get("prompt")
+        if not isinstance(prompt, list) or not all(isinstance(t, int) for t in prompt):
+            raise ValueError("prompt: expected a list of token ids")
+        sampling = SamplingParams(
+            temperature=float(body.get("temperature", 1.0)),
+            top_p=float(body.get("top_p", 1.0)),
+            max_new_tokens=int(body.get("max_tokens", 16)),
+            stop_token_ids=tuple(int(t) for t in body.get("stop_token_ids") or ()),
+            seed=body.get("seed"),
+        )
+        fut = asyncio.run_coroutine_threadsafe(self.policy.generate(prompt, sampling), self.loop)
+        c = fut.result()
+        choice = {
+            "index": 0,
+            "text": c.text,
+            "finish_reason": c.finish_reason,
+            "token_ids": c.token_ids if body.get("return_token_ids") else None,
+            "logprobs": {"tokens": [f"token_id:{t}" for t in c.token_ids], "token_logprobs": c.logprobs},
+        }
+        usage = {"prompt_tokens": len(prompt), "completion_tokens": len(c.token_ids)}
+        return {
+            "object": "text_completion",
+            "model": body.get("model", ""),
+            "choices": [choice],
+            "usage": usage,
+        }
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # quiet
+                return
+
+            def do_POST(self) -> None:
+                if server._should_drop():
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                if self.path.rstrip("/") != "/v1/completions":
+                    return self._reply(404, {"error": f"unknown path {self.path}"})
+                try:
+                    body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                    return self._reply(200, server.complete(body))
+                except (ValueError, TypeError) as e:
+                    return self._reply(400, {"error": str(e)})
+
+            def _reply(self, status: int, obj: dict[str, Any]) -> None:
+                data = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler

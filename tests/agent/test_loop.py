@@ -1,0 +1,238 @@
+"""The agent loop in a real LocalSandbox: scripted gold episodes, tiny-model episodes, every exit reason, patches."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+
+import pytest
+
+from swe_rl.agent.loop import run_episode
+from swe_rl.agent.parsing import format_action
+from swe_rl.policy.base import Completion, SamplingParams
+from swe_rl.policy.hf import HFLocalPolicy
+from swe_rl.policy.scripted import ReplayPolicy, ScriptedGoldPolicy
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def test_gold_policy_resolves_and_transcript_matches(
+    agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer, agent_check
+):
+    repo, task = agent_repo
+    cfg = agent_cfg_for(agent_sandbox)
+    policy = ScriptedGoldPolicy(task, tiny_tokenizer, repo_dir=cfg.repo_dir)
+    traj = await run_episode(task, agent_sandbox, policy, tiny_tokenizer, cfg)
+    assert traj.exit_status == "submitted" and traj.terminated and not traj.truncated
+    agent_check(traj, tiny_tokenizer)
+    assert traj.patch == task.patch  # the tools reproduced the gold diff exactly (pycache etc. excluded)
+    tests_obs = [m["content"] for m in traj.messages if m["role"] == "user"][-1]
+    assert "1 passed" in tests_obs
+    # ChatML never rewrites history, so a full re-render of the transcript equals the token stream
+    msgs = [{"role": m["role"], "content": m["content"]} for m in traj.messages]
+    full = tiny_tokenizer.apply_chat_template(msgs, tokenize=False)
+    assert (
+        tiny_tokenizer.decode(traj.token_ids, skip_special_tokens=False) + "\n" == full
+    )  # no obs after submit
+    # the patch applies to a clean checkout and fixes the test
+    clean = repo.parent / "clean"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clean)], check=True)
+    subprocess.run(["git", "apply", "-"], input=traj.patch, text=True, cwd=clean, check=True)
+    assert "a + b" in (clean / "calc.py").read_text()
+
+
+async def test_hermes_format_episode(agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer, agent_check):
+    _, task = agent_repo
+    cfg = agent_cfg_for(agent_sandbox, action_format="hermes")
+    policy = ScriptedGoldPolicy(task, tiny_tokenizer, repo_dir=cfg.repo_dir, action_format="hermes")
+    traj = await run_episode(task, agent_sandbox, policy, tiny_tokenizer, cfg)
+    assert traj.exit_status == "submitted" and traj.patch == task.patch
+    assert {m["role"] for m in traj.messages} == {"system", "user", "assistant", "tool"}
+    agent_check(traj, tiny_tokenizer)
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "qwen3"])
+async def test_tiny_model_episode_is_well_formed(
+    arch, agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer, agent_check, tmp_path
+):
+    from swe_rl.policy.tiny import build_tiny_model
+
+    _, task = agent_repo
+    model = build_tiny_model(tiny_tokenizer, arch=arch, seed=1)
+    policy = HFLocalPolicy(model, tiny_tokenizer)
+    system = tmp_path / "system.md"  # a short prompt replaced from the config keeps the CPU forward cheap
+    system.write_text("Fix the bug with file_editor, search, execute_bash or submit.")
+    task_file = tmp_path / "task.md"
+    task_file.write_text("Issue: {problem_statement}")
+    cfg = agent_cfg_for(
+        agent_sandbox, max_new_tokens=16, max_format_errors=3, max_steps=10, seed=0,
+        system_prompt_file=str(system), task_prompt_file=str(task_file),
+    )  # fmt: skip
+    traj = await run_episode(task, agent_sandbox, policy, tiny_tokenizer, cfg)
+    await policy.close()
+    agent_check(traj, tiny_tokenizer)
+    assert traj.messages[0]["content"].startswith("Fix the bug with") and traj.prompt_len < 120
+    assert traj.exit_status == "format_errors" and traj.metrics["format_errors"] == 3
+    assert traj.entropy is not None and all(e >= 0 for e in traj.entropy)
+    assert all(lp <= 0 for lp in traj.logprobs)
+    assert traj.patch == ""  # random text never edits anything
+
+
+async def test_max_steps(agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer, agent_check):
+    _, task = agent_repo
+    cfg = agent_cfg_for(agent_sandbox, max_steps=3)
+    view = format_action("file_editor", {"command": "view", "path": cfg.repo_dir}, "xml")
+    traj = await run_episode(task, agent_sandbox, ReplayPolicy(tiny_tokenizer, [view]), tiny_tokenizer, cfg)
+    assert traj.exit_status == "max_steps" and traj.truncated and not traj.terminated
+    assert traj.metrics["steps"] == 3 and traj.metrics["tool_calls"] == 3
+    notes = [m["content"].splitlines()[-1] for m in traj.messages if m["role"] == "user"]
+    assert (
+        notes == ["You have reached the maximum number of steps. Please submit your answer NOW."] * 0 + notes
+    )
+    assert notes[1:] == [
+        "Steps Remaining: 2",
+        "You have reached the maximum number of steps. Please submit your answer NOW.",
+    ]
+    agent_check(traj, tiny_tokenizer)
+
+
+async def test_context_limit_and_token_warning(
+    agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer, agent_check
+):
+    _, task = agent_repo
+    view = format_action("file_editor", {"command": "view", "path": agent_sandbox.root + "/calc.py"}, "xml")
+    probe = agent_cfg_for(agent_sandbox)
+    short = await run_episode(
+        task,
+        agent_sandbox,
+        ReplayPolicy(tiny_tokenizer, [view]),
+        tiny_tokenizer,
+        probe.model_copy(update={"max_steps": 2}),
+    )
+    budget = len(short.token_ids) + 40  # room for a bit more than one turn
+    cfg = agent_cfg_for(agent_sandbox, max_context_tokens=budget, token_warning_fraction=0.5)
+    traj = await run_episode(task, agent_sandbox, ReplayPolicy(tiny_tokenizer, [view]), tiny_tokenizer, cfg)
+    assert traj.exit_status == "context_limit" and traj.truncated
+    assert len(traj.token_ids) <= budget
+    assert any("running out of tokens" in m["content"] for m in traj.messages if m["role"] == "user")
+    agent_check(traj, tiny_tokenizer)
+
+
+async def test_prompt_alone_over_context_limit(agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer):
+    _, task = agent_repo
+    cfg = agent_cfg_for(agent_sandbox, max_context_tokens=50)
+    traj = await run_episode(task, agent_sandbox, ReplayPolicy(tiny_tokenizer, ["x"]), tiny_tokenizer, cfg)
+    assert traj.exit_status == "context_limit" and traj.metrics["steps"] == 0
+
+
+class SlowPolicy:
+    """Sleeps before answering (a policy slower than the wall-clock budget)."""
+
+    def __init__(self, inner, delay: float):
+        self.inner, self.delay = inner, delay
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
+        await asyncio.sleep(self.delay)
+        return await self.inner.generate(prompt_ids, sampling)
+
+
+async def test_wall_clock_timeout(agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer, agent_check):
+    _, task = agent_repo
+    cfg = agent_cfg_for(agent_sandbox, max_wall_s=1.0)
+    bash = format_action("execute_bash", {"command": "true"}, "xml")
+    traj = await run_episode(
+        task, agent_sandbox, SlowPolicy(ReplayPolicy(tiny_tokenizer, [bash]), 0.4), tiny_tokenizer, cfg
+    )
+    assert traj.exit_status == "timeout" and traj.truncated
+    assert traj.metrics["steps"] >= 1
+    agent_check(traj, tiny_tokenizer)
+
+
+async def test_tool_slower_than_wall_clock_times_out(
+    agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer
+):
+    _, task = agent_repo
+    cfg = agent_cfg_for(agent_sandbox, max_wall_s=2.0)
+    bash = format_action("execute_bash", {"command": "sleep 30"}, "xml")
+    traj = await run_episode(task, agent_sandbox, ReplayPolicy(tiny_tokenizer, [bash]), tiny_tokenizer, cfg)
+    assert traj.exit_status == "timeout" and traj.metrics["wall_s"] < 20
+
+
+async def test_tool_errors_are_observations(
+    agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer, agent_check
+):
+    _, task = agent_repo
+    cfg = agent_cfg_for(agent_sandbox, max_steps=6)
+    replies = [
+        format_action(
+            "file_editor",
+            {"command": "str_replace", "path": cfg.repo_dir + "/calc.py", "old_str": "nope", "new_str": "x"},
+            "xml",
+        ),
+        format_action("no_such_tool", {"x": "1"}, "xml"),
+        format_action("execute_bash", {"command": "git reset --hard"}, "xml"),
+        format_action("file_editor", {"path": cfg.repo_dir}, "xml"),  # missing `command`
+        format_action("execute_bash", {"command": "exit 3"}, "xml") + "\n<function=submit></function>",
+        format_action("submit", {}, "xml"),
+    ]
+    traj = await run_episode(task, agent_sandbox, ReplayPolicy(tiny_tokenizer, replies), tiny_tokenizer, cfg)
+    assert traj.exit_status == "submitted"
+    obs = [m["content"] for m in traj.messages if m["role"] == "user"][1:]
+    assert "did not appear verbatim" in obs[0]
+    assert "Unknown function 'no_such_tool'" in obs[1]
+    assert "not allowed" in obs[2]
+    assert "Missing required parameter(s) ['command']" in obs[3]
+    assert "[exit code: 3]" in obs[4] and "only the first function call" in obs[4]
+    assert traj.metrics["multi_calls"] == 1 and traj.metrics["format_errors"] == 0
+    agent_check(traj, tiny_tokenizer)
+
+
+async def test_length_cut_turn_is_closed_by_loop(
+    agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer, agent_check
+):
+    _, task = agent_repo
+    cfg = agent_cfg_for(agent_sandbox, max_new_tokens=5, max_format_errors=2)
+    long = format_action("execute_bash", {"command": "echo " + "x" * 200}, "xml")
+    traj = await run_episode(task, agent_sandbox, ReplayPolicy(tiny_tokenizer, [long]), tiny_tokenizer, cfg)
+    assert traj.exit_status == "format_errors"
+    turns = [m for m in traj.messages if m["role"] == "assistant"]
+    assert all(t["closed_by_loop"] and t["finish_reason"] == "length" for t in turns)
+    assert "Truncated" in turns[0]["parse_error"] or "No function call" in turns[0]["parse_error"]
+    agent_check(traj, tiny_tokenizer)
+
+
+async def test_binary_and_new_files_in_patch(agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer):
+    repo, task = agent_repo
+    cfg = agent_cfg_for(agent_sandbox, max_steps=5)
+    cmd = "printf '\\x00\\x01\\xff' > blob.bin && echo new > notes.txt && rm test_calc.py && python3 -c 'import calc'"
+    replies = [format_action("execute_bash", {"command": cmd}, "xml"), format_action("submit", {}, "xml")]
+    traj = await run_episode(task, agent_sandbox, ReplayPolicy(tiny_tokenizer, replies), tiny_tokenizer, cfg)
+    assert (
+        "GIT binary patch" in traj.patch and "notes.txt" in traj.patch and "deleted file mode" in traj.patch
+    )
+    assert "__pycache__" not in traj.patch
+    clean = repo.parent / "clean"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clean)], check=True)
+    subprocess.run(["git", "apply", "--binary", "-"], input=traj.patch.encode(), cwd=clean, check=True)
+    assert (clean / "blob.bin").read_bytes() == b"\x00\x01\xff" and not (clean / "test_calc.py").exists()
+
+
+async def test_infrastructure_error_escapes_with_partial_trajectory(
+    agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer
+):
+    from sandboxes.base import SandboxError
+
+    _, task = agent_repo
+    cfg = agent_cfg_for(agent_sandbox)
+    view = format_action("file_editor", {"command": "view", "path": cfg.repo_dir}, "xml")
+
+    class ClosingPolicy(ReplayPolicy):
+        async def generate(self, prompt_ids, sampling):
+            if self.calls == 1:
+                await agent_sandbox.close()  # the sandbox dies between turns
+            return await super().generate(prompt_ids, sampling)
+
+    with pytest.raises(SandboxError) as info:
+        await run_episode(task, agent_sandbox, ClosingPolicy(tiny_tokenizer, [view]), tiny_tokenizer, cfg)
+    partial = info.value.trajectory
+    assert partial.exit_status == "error" and partial.error and partial.metrics["steps"] == 2
