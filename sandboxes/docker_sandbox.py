@@ -202,8 +202,15 @@ class DockerSandbox(ShellSandbox):
     async def _open_transport(self) -> _SocketTransport:
         def open_exec() -> Any:
             api = self._client.api
-            ex = api.exec_create(self.id, ["bash", "--noprofile", "--norc"], stdin=True, stdout=True,
-                                 stderr=True, tty=False, workdir=self.config.workdir)  # fmt: skip
+            ex = api.exec_create(
+                self.id,
+                ["bash", "--noprofile", "--norc"],
+                stdin=True,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                workdir=self.config.workdir,
+            )
             return api.exec_start(ex["Id"], socket=True)
 
         try:
@@ -222,8 +229,9 @@ class DockerSandbox(ShellSandbox):
     async def _kill_session(self, sid: int) -> None:
         def kill() -> None:
             try:
-                rc, _, _ = transfer.exec_io(self._client, self.id, ["bash", "-c", _KILL_SESSION],
-                                              env={"SID": str(sid)}, timeout=30)  # fmt: skip
+                rc, _, _ = transfer.exec_io(
+                    self._client, self.id, ["bash", "-c", _KILL_SESSION], env={"SID": str(sid)}, timeout=30
+                )
                 if rc == 0:
                     return
             except Exception:  # e.g. the pids limit is exhausted: no process can be exec'd

@@ -123,8 +123,9 @@ def build_image(
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
         buf.seek(0)
-        stream = client.api.build(fileobj=buf, custom_context=True, tag=tag, network_mode=network, rm=True,
-                                  forcerm=True)  # fmt: skip
+        stream = client.api.build(
+            fileobj=buf, custom_context=True, tag=tag, network_mode=network, rm=True, forcerm=True
+        )
     lines: list[str] = []
     for raw in stream:
         for part in raw.decode(errors="replace").splitlines():

@@ -115,10 +115,17 @@ class LocalSandbox(ShellSandbox):
     async def _open_transport(self) -> _PipeTransport:
         env = {**os.environ, **self.config.env}
         proc = await asyncio.create_subprocess_exec(
-            "bash", "--noprofile", "--norc", cwd=self.root, env=env, start_new_session=True,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            "bash",
+            "--noprofile",
+            "--norc",
+            cwd=self.root,
+            env=env,
+            start_new_session=True,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
             limit=1 << 22,
-        )  # fmt: skip
+        )
         self._procs = [p for p in self._procs if p.returncode is None] + [proc]
         return _PipeTransport(proc)
 

@@ -31,8 +31,17 @@ class ShellSandbox(abc.ABC):
 
     id: str
 
-    def __init__(self, *, exec_timeout: float, kill_grace: float, client_grace: float, output_limit: int,
-                 startup_timeout: float, state_dir: str, workdir: str | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        exec_timeout: float,
+        kill_grace: float,
+        client_grace: float,
+        output_limit: int,
+        startup_timeout: float,
+        state_dir: str,
+        workdir: str | None,
+    ) -> None:
         self.exec_timeout = exec_timeout  # default per-command timeout (s)
         self.kill_grace = kill_grace  # SIGTERM -> SIGKILL delay of the inside timeout (s)
         self.client_grace = client_grace  # extra wait before the client kills from outside (s)
@@ -112,9 +121,16 @@ class ShellSandbox(abc.ABC):
         if timeout <= 0:
             raise ValueError(f"timeout: expected a positive number of seconds, got {timeout}")
         nonce = new_nonce()
-        script = command_script(cmd, state_dir=self._state_dir, nonce=nonce, timeout=timeout,
-                                kill_grace=self.kill_grace, cwd=cwd, env=env,
-                                kill_background=self.kill_background)  # fmt: skip
+        script = command_script(
+            cmd,
+            state_dir=self._state_dir,
+            nonce=nonce,
+            timeout=timeout,
+            kill_grace=self.kill_grace,
+            cwd=cwd,
+            env=env,
+            kill_background=self.kill_background,
+        )
         async with self._lock:
             if self._transport is None or self._dirty:
                 await self._replace_shell()

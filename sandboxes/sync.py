@@ -11,7 +11,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from sandboxes.base import ExecResult, Sandbox
+from sandboxes.base import ExecResult, Sandbox, SandboxError
 
 T = TypeVar("T")
 
@@ -32,14 +32,20 @@ class SyncSandbox:
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._loop.is_closed():
             coro.close()
-            raise RuntimeError("SyncSandbox is closed")
+            raise SandboxError("sandbox is closed", sandbox_id=self.sandbox.id)
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def start(self) -> None:
         self._run(self.sandbox.start())
 
-    def exec(self, cmd: str, *, timeout: float | None = None, cwd: str | None = None,
-             env: dict[str, str] | None = None) -> ExecResult:  # fmt: skip
+    def exec(
+        self,
+        cmd: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
         return self._run(self.sandbox.exec(cmd, timeout=timeout, cwd=cwd, env=env))
 
     def read_file(self, path: str) -> bytes:

@@ -29,13 +29,28 @@ class IoContext:
     timeout: float  # seconds for one transfer
 
 
-def exec_io(client: Any, cid: str, argv: list[str], *, stdin: bytes | None = None,
-            env: dict[str, str] | None = None, workdir: str | None = None,
-            timeout: float = 120) -> tuple[int, bytes, bytes]:  # fmt: skip
+def exec_io(
+    client: Any,
+    cid: str,
+    argv: list[str],
+    *,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+    workdir: str | None = None,
+    timeout: float = 120,
+) -> tuple[int, bytes, bytes]:
     """Run argv once in the container, feeding `stdin`, and return (exit_code, stdout, stderr)."""
     api = client.api
-    ex = api.exec_create(cid, argv, stdin=stdin is not None, stdout=True, stderr=True, tty=False,
-                         environment=env, workdir=workdir)  # fmt: skip
+    ex = api.exec_create(
+        cid,
+        argv,
+        stdin=stdin is not None,
+        stdout=True,
+        stderr=True,
+        tty=False,
+        environment=env,
+        workdir=workdir,
+    )
     sock_io = api.exec_start(ex["Id"], socket=True)
     raw: socket.socket = sock_io._sock
     out, err, demux = bytearray(), bytearray(), FrameDemux()
