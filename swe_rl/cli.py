@@ -44,5 +44,21 @@ from swe_rl.train.openrlhf.cli import train_openrlhf_command  # noqa: E402
 app.command("train-openrlhf")(train_openrlhf_command)
 app.command("openrlhf-data")(openrlhf_data_command)
 
+# SWE tasks and grading (swe_rl/tasks/cli.py)
+from swe_rl.tasks.cli import grade_command, tasks_app  # noqa: E402
+
+app.add_typer(tasks_app, name="tasks")
+app.command("grade")(grade_command)
+
+# Built-in trainer: train (default backend), sft, demo, compare (swe_rl/train/cli.py).
+from swe_rl.train.cli import compare_command, demo_command, sft_command  # noqa: E402
+from swe_rl.train.cli import train_command as builtin_train_command  # noqa: E402
+
+app.command("train")(builtin_train_command)
+app.command("sft")(sft_command)
+app.command("demo")(demo_command)
+app.command("compare")(compare_command)
+
+
 if __name__ == "__main__":
     app()

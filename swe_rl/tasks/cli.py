@@ -1,0 +1,140 @@
+"""`swe-rl tasks list|show|build-images` and `swe-rl grade` (registered in swe_rl/cli.py).
+
+Heavy imports (swebench, docker, sandboxes) happen inside the commands so `swe-rl --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+tasks_app = typer.Typer(help="SWE-bench 5.x tasks: list, show, build images.", no_args_is_help=True)
+
+TASKS_HELP = "'micro' (bundled suite), a task repo dir, a .json/.jsonl/.parquet file, or an HF dataset name"
+
+
+def _load(src: str, split: str, ids: list[str] | None = None):
+    from swe_rl.tasks.loaders import TaskLoadError, load_tasks
+
+    try:
+        return load_tasks(src, split=split, instance_ids=ids or None)
+    except TaskLoadError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+
+
+@tasks_app.command("list")
+def list_tasks(
+    tasks: str = typer.Option("micro", "--tasks", help=TASKS_HELP),
+    split: str = typer.Option("test", help="dataset split (HF datasets, task repos)"),
+) -> None:
+    """One line per task: id, repo, #FAIL_TO_PASS, #PASS_TO_PASS, image (and whether it exists locally)."""
+    from swe_rl.tasks.images import image_exists
+
+    for t in _load(tasks, split):
+        mark = "present" if image_exists(t.image) else "missing"
+        typer.echo(
+            f"{t.instance_id}\t{t.repo}\tF2P={len(t.FAIL_TO_PASS)}\tP2P={len(t.PASS_TO_PASS)}\t{t.image} ({mark})"
+        )
+
+
+@tasks_app.command("show")
+def show_task(
+    instance_id: str = typer.Argument(..., help="the task's instance_id"),
+    tasks: str = typer.Option("micro", "--tasks", help=TASKS_HELP),
+    split: str = typer.Option("test"),
+    as_json: bool = typer.Option(False, "--json", help="print the whole Task as JSON"),
+) -> None:
+    """Print one task: fields, problem statement, tests, gold patch."""
+    (t,) = _load(tasks, split, [instance_id])
+    if as_json:
+        typer.echo(t.model_dump_json(indent=2))
+        return
+    for key in ("instance_id", "repo", "base_commit", "version", "image", "log_parser", "eval_type"):
+        typer.echo(f"{key}: {getattr(t, key)}")
+    typer.echo(f"FAIL_TO_PASS: {json.dumps(t.FAIL_TO_PASS)}\nPASS_TO_PASS: {len(t.PASS_TO_PASS)} tests")
+    typer.echo(f"\n--- problem statement ---\n{t.problem_statement}\n--- gold patch ---\n{t.patch}")
+
+
+@tasks_app.command("build-images")
+def build_images(
+    tasks: str = typer.Option("micro", "--tasks", help=TASKS_HELP),
+    split: str = typer.Option("test"),
+    force: bool = typer.Option(False, help="rebuild images that already exist"),
+    workers: int = typer.Option(2, help="parallel builds"),
+    ids: list[str] = typer.Option(None, "--id", help="only these instance ids (repeatable)"),
+) -> None:
+    """Task repos: build each task's Dockerfile locally (--network none). Other sources: pull missing images
+    where their registry answers, else report them missing."""
+    from swe_rl.tasks.images import build_task_images, ensure_images
+    from swe_rl.tasks.loaders import MICRO_NAMES, MICRO_SUITE
+
+    repo = MICRO_SUITE if tasks in MICRO_NAMES else Path(tasks)
+    if repo.is_dir():
+        results = build_task_images(repo, ids or None, force=force, workers=workers)
+    else:
+        results = ensure_images(_load(tasks, split, ids))
+    for r in results:
+        typer.echo(f"{r.status:8s} {r.image}  {r.instance_id}" + (f"\n  {r.error}" if r.error else ""))
+    if any(r.status == "failed" for r in results):
+        raise typer.Exit(1)
+
+
+def grade_command(
+    tasks: str = typer.Option("micro", "--tasks", help=TASKS_HELP),
+    predictions: str = typer.Option(..., "--predictions", help="predictions .json/.jsonl, or 'gold'"),
+    out: Path = typer.Option(..., "--out", help="output directory (reruns skip finished instances)"),
+    workers: int = typer.Option(2, help="instances graded in parallel"),
+    split: str = typer.Option("test"),
+    timeout: float = typer.Option(1800.0, help="seconds for one instance's eval script"),
+    ids: list[str] = typer.Option(None, "--id", help="only these instance ids (repeatable)"),
+) -> None:
+    """Grade predictions in fresh Docker sandboxes with swebench's parsers and report functions."""
+    import asyncio
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from swe_rl.tasks.grade_run import load_predictions
+    from swe_rl.tasks.grading import docker_factory
+
+    task_list = _load(tasks, split, ids)
+    try:
+        preds = load_predictions(predictions, task_list)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    if ids:
+        preds = {k: v for k, v in preds.items() if k in set(ids)}
+    done = sum((out / t.instance_id / "report.json").is_file() for t in task_list if t.instance_id in preds)
+    cols = (
+        TextColumn("grading"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+    )
+    with Progress(*cols) as bar:
+        job = bar.add_task("grade", total=len(preds), completed=done, last="")
+
+        def on_done(iid, result):
+            status = (
+                "empty"
+                if result is None
+                else (result.failure or ("resolved" if result.resolved else "unresolved"))
+            )
+            bar.update(job, advance=1, last=f"{iid}: {status}")
+
+        from swe_rl.tasks.grade_run import grade_predictions
+
+        summary = asyncio.run(
+            grade_predictions(
+                task_list, preds, docker_factory(), out, workers=workers, timeout=timeout, on_done=on_done
+            )
+        )
+    typer.echo(
+        f"resolved {summary['resolved_instances']}/{summary['total_instances']}  "
+        f"unresolved {summary['unresolved_instances']}  empty {summary['empty_patch_instances']}  "
+        f"errors {summary['error_instances']} (infra {summary['infra_failure_instances']})  -> {out / 'summary.json'}"
+    )
