@@ -145,3 +145,36 @@ def make_experience(seqs_mask: list[list[int]], index: list[int], rewards: list[
         index=list(index),
         info={k: torch.tensor(v, dtype=torch.float32) for k, v in info.items()},
     )
+
+
+@pytest.fixture(scope="session")
+def orl_process_response(orl_src):
+    """Upstream's `SamplesGenerator._process_response_into_experience`, run verbatim (its module imports vLLM):
+    process(response, max_len) -> Experience, exactly as OpenRLHF turns an executor response into a sample."""
+    import torch
+    from openrlhf.trainer.ppo_utils.experience import Experience
+
+    fn = orl_src.find_def(
+        "trainer/ppo_utils/samples_generator.py", "SamplesGenerator", "_process_response_into_experience"
+    )
+    ns = {"torch": torch, "Experience": Experience}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), "samples_generator.py", "exec"), ns)
+    method = ns["_process_response_into_experience"]
+
+    def process(response, max_len: int):
+        return method(None, response, max_len=max_len)
+
+    return process
+
+
+@pytest.fixture(scope="session")
+def orl_micro_task():
+    """A micro-suite task whose Docker image exists (built from the suite's Dockerfile when missing)."""
+    from swe_rl.tasks.images import build_task_images, image_exists
+    from swe_rl.tasks.loaders import MICRO_SUITE, load_tasks
+
+    task = load_tasks("micro")[0]
+    if not image_exists(task.image):
+        res = build_task_images(MICRO_SUITE, [task.instance_id])
+        assert res[0].status in ("built", "present"), res
+    return task

@@ -6,7 +6,7 @@ and the agent executor read their own sections (`aem`, `agent`) from environment
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -88,10 +88,41 @@ class AemConfig(StrictModel):
 class AgentConfig(StrictModel):
     max_steps: int = Field(50, ge=1)  # agent turns per episode (OpenRLHF has no max-turns flag)
     command_timeout_s: float = Field(90.0, gt=0)  # per tool command inside the sandbox
-    episode_timeout_s: float = Field(3600.0, gt=0)  # whole episode wall clock (then reward 0, valid 0)
+    episode_timeout_s: float = Field(3600.0, gt=0)  # whole episode wall clock (exit "timeout", truncated)
     max_concurrent_sandboxes: int = Field(64, ge=1)  # per vLLM engine process (our own semaphore)
-    sandbox_backend: Literal["docker", "local"] = "docker"  # sandboxes backend used by the executor
-    image_template: str = ""  # image name for a task when the task has none, e.g. "swe-rl/sweb.{instance_id}"
+    sandbox: dict[str, Any] = {
+        "backend": "docker"
+    }  # sandboxes config (backend union); images come from tasks
+    grade: bool = True  # grade each patch in a fresh sandbox (reward); False: reward 0, valid 0 (debugging)
+    loop: dict[str, Any] = {}  # more swe_rl.agent AgentConfig fields (action_format, max_new_tokens, ...)
+
+    @model_validator(mode="after")
+    def _loop_keys(self) -> AgentConfig:
+        self.loop_config(max_context_tokens=32768, temperature=1.0, top_p=1.0)  # unknown keys fail here
+        return self
+
+    def loop_config(self, *, max_context_tokens: int, temperature: float, top_p: float) -> Any:
+        """The agent loop's own config for one OpenRLHF sample: our limits, OpenRLHF's budget and sampling
+        (the trainer scales logits by the rollout temperature, so the agent must sample at that temperature)."""
+        from swe_rl.agent.config import AgentConfig as LoopConfig
+
+        fixed = {
+            "max_steps": self.max_steps,
+            "tool_timeout_s": self.command_timeout_s,
+            "max_wall_s": self.episode_timeout_s,
+            "max_context_tokens": max_context_tokens,
+            "temperature": temperature,
+            "top_p": top_p,
+        }
+        clash = sorted(set(self.loop) & set(fixed))
+        if clash:
+            raise ValueError(
+                f"agent.loop: {clash} are set by agent.* / rollout.* (remove them from agent.loop)"
+            )
+        try:
+            return LoopConfig(**self.loop, **fixed)
+        except ValueError as e:
+            raise ValueError(f"agent.loop: {e}") from e
 
 
 class DataConfig(StrictModel):

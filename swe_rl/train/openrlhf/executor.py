@@ -1,0 +1,182 @@
+"""Rollouts inside OpenRLHF: our agent loop on our sandboxes behind OpenRLHF's multi-turn executor API.
+
+OpenRLHF loads `agent_func.py` by path in every vLLM rollout actor and calls `AgentExecutor().execute(...)` once
+per sample, all samples at once on vLLM's event loop. We subclass its real `MultiTurnAgentExecutor` (one fresh,
+synchronously built `SweAgentInstance` per sample, async `reset`) but run the episode with swe_rl.agent's loop
+through `rollout_one` instead of the base `step` loop, because the base loop re-tokenizes environment text,
+caps only the whole-episode length (not a turn) and has no turn limit. Our loop is token-in/token-out with the
+engine's own token ids, so the returned `observation_tokens` / `action_ranges` are exact.
+
+Rules honoured (from OpenRLHF 0.11.2's source): sandbox I/O is async (never blocks the engine loop) and bounded
+by our own semaphore; nothing raises out of `execute` (an exception would crash the training step): an
+infrastructure failure returns reward 0 with `swe_rl_valid = 0`, which the AEM seam turns into a zero advantage.
+Upstream bugs worked around: #1243 (response_length counts observation tokens: our `swe_rl_policy_tokens` log is
+the true count, and the recipes never enable the overlong penalty); #1352 (context exhaustion not marked
+truncated: `truncated` comes from our trajectory, where context_limit / max_steps / timeout are truncations).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import json
+import os
+import traceback
+import uuid
+from typing import Any
+
+from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
+
+from swe_rl.agent.trajectory import Trajectory, mask_runs
+from swe_rl.policy.base import Completion, SamplingParams
+from swe_rl.train.openrlhf.aem_seam import FILTER_KEY, VALID_KEY
+from swe_rl.train.openrlhf.config import AgentConfig
+from swe_rl.train.openrlhf.data import task_from_label
+
+AGENT_ENV = "SWE_RL_AGENT_CONFIG"  # set by launch.py in every Ray worker
+COMPACT_FILTERED = {"max_steps", "context_limit", "timeout"}  # DeepSWE compact filtering reasons
+
+
+class EnginePolicy:
+    """Our Policy protocol over OpenRLHF's rollout engine: `await engine.generate(token_ids, vllm_params)` →
+    vLLM RequestOutput. The trainer's sampling settings (temperature, top_p) come from OpenRLHF's params."""
+
+    def __init__(self, engine: Any, base_params: Any):
+        self.engine = engine
+        self.base_params = base_params  # vllm.SamplingParams built by OpenRLHF's samples generator
+
+    def vllm_params(self, sampling: SamplingParams) -> Any:
+        sp = copy.deepcopy(self.base_params)
+        sp.max_tokens = sampling.max_new_tokens  # per turn (OpenRLHF's own loop only caps the episode)
+        sp.stop_token_ids = list(sampling.stop_token_ids)
+        sp.logprobs = 0  # the sampled token's logprob
+        sp.skip_special_tokens = False
+        if sampling.seed is not None:
+            sp.seed = sampling.seed
+        return sp
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
+        out = (await self.engine.generate(list(prompt_ids), self.vllm_params(sampling))).outputs[0]
+        toks = list(out.token_ids)
+        lps = (
+            [float(d[t].logprob) for d, t in zip(out.logprobs, toks, strict=True)]
+            if out.logprobs
+            else [0.0] * len(toks)
+        )
+        return Completion(toks, lps, out.text, "length" if out.finish_reason == "length" else "stop")
+
+
+class SweAgentInstance(AgentInstanceBase):
+    """One OpenRLHF sample = one task episode. Synchronous __init__ (OpenRLHF builds one per sample)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.task: Any = None
+
+    async def reset(self, states: dict, **kwargs: Any) -> dict:
+        self.task = task_from_label(states["label"])
+        return {"observation": states["observation"]}
+
+    async def step(self, state_dict: dict, **kwargs: Any) -> dict:
+        raise NotImplementedError(
+            "swe-rl episodes run in our agent loop (AgentExecutor.execute), not in step()"
+        )
+
+
+def agent_config_from_env(environ: dict[str, str] | None = None) -> AgentConfig:
+    raw = (os.environ if environ is None else environ).get(AGENT_ENV)
+    return AgentConfig.model_validate(json.loads(raw)) if raw else AgentConfig()
+
+
+def _extra_logs(traj: Trajectory | None, error: bool) -> dict[str, float]:
+    """The same keys for every sample (OpenRLHF concatenates info dicts key by key)."""
+    t = traj or Trajectory(task_id="")
+    valid = (not error) and t.reward is not None
+    return {
+        VALID_KEY: float(valid),
+        FILTER_KEY: float(t.exit_status in COMPACT_FILTERED),
+        "swe_rl_resolved": float(bool(t.resolved)),
+        "swe_rl_submitted": float(t.exit_status == "submitted"),
+        "swe_rl_turns": float(t.metrics.get("steps", 0)),
+        "swe_rl_policy_tokens": float(sum(t.loss_mask)),  # true response length (upstream #1243)
+        "swe_rl_episode_s": float(t.metrics.get("rollout_s", 0.0)),
+    }
+
+
+def trajectory_to_response(
+    traj: Trajectory, prompt: str, label: str, tokenizer: Any, want_logprobs: bool, error: bool = False
+) -> dict[str, Any]:
+    """OpenRLHF's response dict (see SamplesGenerator._process_response_into_experience)."""
+    ids, mask, lps = list(traj.token_ids), list(traj.loss_mask), list(traj.logprobs)
+    if not any(mask):  # nothing generated (failure before the first turn): a 1-token dummy action, valid 0
+        eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+        ids, mask, lps = [*ids[-1:], eos] if ids else [eos, eos], [0, 1], [0.0, 0.0]
+        error = True
+    reward = float(traj.reward) if (traj.reward is not None and not error) else 0.0
+    return {
+        "prompt": prompt,
+        "label": label,
+        "images": None,
+        "mm_train_inputs": None,
+        "reward": reward,
+        "scores": reward,  # dynamic filtering reads scores
+        "observation_tokens": ids,
+        "action_ranges": mask_runs(mask),
+        "rollout_log_probs": lps if want_logprobs else None,
+        "truncated": bool(traj.truncated),
+        "extra_logs": _extra_logs(traj, error),
+    }
+
+
+class AgentExecutor(MultiTurnAgentExecutor):
+    """What OpenRLHF instantiates (no arguments) from `--train.agent_func_path`."""
+
+    def __init__(self, cfg: AgentConfig | None = None, sandbox_factory: Any = None, reward_fn: Any = "grade"):
+        super().__init__(SweAgentInstance)
+        from swe_rl.rollout.context import grading_reward_fn, task_sandbox_factory
+
+        self.cfg = cfg or agent_config_from_env()
+        self.run_id = f"openrlhf-{uuid.uuid4().hex[:8]}"
+        self.sandbox_factory = sandbox_factory or task_sandbox_factory(self.cfg.sandbox, run_id=self.run_id)
+        if reward_fn == "grade":
+            reward_fn = grading_reward_fn(self.sandbox_factory) if self.cfg.grade else None
+        self.reward_fn = reward_fn
+        self._sem: asyncio.Semaphore | None = None  # created inside vLLM's running loop on first use
+        self._sample_ids = itertools.count()
+
+    def _admission(self) -> asyncio.Semaphore:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.cfg.max_concurrent_sandboxes)
+        return self._sem
+
+    async def execute(
+        self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None
+    ):
+        from swe_rl.rollout.episode import rollout_one
+
+        want_lp = getattr(sampling_params, "logprobs", None) is not None
+        try:
+            instance = self.agent_instance_cls()
+            await instance.reset({"observation": prompt, "label": label})
+            loop_cfg = self.cfg.loop_config(
+                max_context_tokens=max_length,
+                temperature=sampling_params.temperature,
+                top_p=sampling_params.top_p,
+            )
+            policy = EnginePolicy(llm_engine, sampling_params)
+            async with self._admission():
+                traj = await rollout_one(
+                    instance.task,
+                    next(self._sample_ids),
+                    policy,
+                    self.sandbox_factory,
+                    loop_cfg,
+                    self.reward_fn,
+                    tokenizer=hf_tokenizer,
+                )
+            return trajectory_to_response(traj, prompt, label, hf_tokenizer, want_lp)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # never crash the training step: a zero-advantage sample instead
+            failed = Trajectory(task_id=str(prompt), exit_status="error", error=traceback.format_exc())
+            return trajectory_to_response(failed, prompt, label, hf_tokenizer, want_lp, error=True)

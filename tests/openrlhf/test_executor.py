@@ -1,0 +1,137 @@
+"""Our AgentExecutor on OpenRLHF's real MultiTurnAgentExecutor base class, against real Docker sandboxes.
+
+`FakeVLLMEngine` is a named fake for OpenRLHF's RolloutRayActor (vLLM needs a GPU): the same
+`await generate(prompt_token_ids, sampling_params)` → RequestOutput-shaped call, answered by a local transformers
+model (HFLocalPolicy over a tiny random Qwen2) or the scripted gold policy. `FakeVLLMSamplingParams` carries the
+fields OpenRLHF's samples generator sets on vllm.SamplingParams. The responses go through upstream's own sample
+processing (`orl_process_response`), so ranges and rewards are checked as OpenRLHF consumes them."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import pytest
+from openrlhf.utils.agent import MultiTurnAgentExecutor
+
+from swe_rl.policy.base import SamplingParams
+from swe_rl.train.openrlhf.aem_seam import FILTER_KEY, VALID_KEY
+from swe_rl.train.openrlhf.config import AgentConfig
+from swe_rl.train.openrlhf.data import task_to_row
+from swe_rl.train.openrlhf.executor import AgentExecutor
+
+MAX_LEN = 6000
+
+
+@dataclass
+class FakeVLLMSamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_tokens: int | None = None
+    min_tokens: int = 1
+    skip_special_tokens: bool = False
+    logprobs: int | None = 1
+    stop_token_ids: list[int] = field(default_factory=list)
+    seed: int | None = None
+
+
+class FakeVLLMEngine:
+    def __init__(self, policy):
+        self.policy = policy
+        self.calls: list[FakeVLLMSamplingParams] = []
+
+    async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
+        self.calls.append(sampling_params)
+        c = await self.policy.generate(
+            list(prompt_token_ids),
+            SamplingParams(
+                temperature=sampling_params.temperature,
+                top_p=sampling_params.top_p,
+                max_new_tokens=sampling_params.max_tokens,
+                stop_token_ids=tuple(sampling_params.stop_token_ids),
+                seed=sampling_params.seed,
+            ),
+        )
+        lps = [{t: SimpleNamespace(logprob=lp)} for t, lp in zip(c.token_ids, c.logprobs, strict=True)]
+        out = SimpleNamespace(token_ids=c.token_ids, text=c.text, finish_reason=c.finish_reason, logprobs=lps)
+        return SimpleNamespace(outputs=[out])
+
+
+def _check_sample(resp, exp, tokenizer):
+    ids = resp["observation_tokens"]
+    assert exp.sequences[0].tolist() == ids[:MAX_LEN]
+    mask = [0] * len(ids)
+    for s, e in resp["action_ranges"]:
+        assert 0 < s < e <= len(ids)
+        mask[s:e] = [1] * (e - s)
+    assert exp.action_mask[0].tolist() == [bool(m) for m in mask[1:]]
+    assert exp.rollout_log_probs.shape == exp.action_mask.shape
+    assert all(lp <= 0 for lp, m in zip(exp.rollout_log_probs[0].tolist(), mask[1:], strict=True) if m)
+    for key in (VALID_KEY, FILTER_KEY, "swe_rl_turns", "swe_rl_policy_tokens", "swe_rl_resolved"):
+        assert exp.info[key].shape == (1,), key
+    assert exp.info["swe_rl_policy_tokens"].item() == sum(mask)
+
+
+@pytest.mark.docker
+async def test_multi_turn_episode_with_local_transformers_model(
+    orl_micro_task, orl_process_response, tiny_tokenizer
+):
+    from swe_rl.policy.hf import HFLocalPolicy
+    from swe_rl.policy.tiny import build_tiny_model
+
+    engine = FakeVLLMEngine(HFLocalPolicy(build_tiny_model(tiny_tokenizer, arch="qwen2"), tiny_tokenizer))
+    ex = AgentExecutor(AgentConfig(max_steps=5, loop={"max_new_tokens": 12, "max_format_errors": 3}))
+    assert isinstance(ex, MultiTurnAgentExecutor)
+    row = task_to_row(orl_micro_task)
+    resp = await ex.execute(
+        row["prompt"], row["label"], FakeVLLMSamplingParams(), MAX_LEN, tiny_tokenizer, engine
+    )
+    # a random model never emits a valid call: three turns end in format_errors, an empty patch scores 0 (valid)
+    assert len(resp["action_ranges"]) == 3 and len(engine.calls) == 3
+    assert all(c.max_tokens == 12 and c.logprobs == 0 for c in engine.calls)  # per-turn cap, sampled-token lp
+    assert resp["reward"] == 0.0 and resp["extra_logs"][VALID_KEY] == 1.0
+    assert resp["extra_logs"]["swe_rl_turns"] == 3.0 and resp["extra_logs"][FILTER_KEY] == 0.0
+    exp = orl_process_response(resp, MAX_LEN)
+    _check_sample(resp, exp, tiny_tokenizer)
+    assert exp.rewards.tolist() == [0.0] and exp.truncated.tolist() == [False]
+
+
+@pytest.mark.docker
+async def test_gold_episode_is_graded_in_docker(orl_micro_task, orl_process_response, tiny_tokenizer):
+    from swe_rl.policy.scripted import ScriptedGoldPolicy
+
+    engine = FakeVLLMEngine(ScriptedGoldPolicy(orl_micro_task, tiny_tokenizer))
+    ex = AgentExecutor(AgentConfig(max_steps=20))
+    row = task_to_row(orl_micro_task)
+    params = FakeVLLMSamplingParams(logprobs=None)
+    resp = await ex.execute(row["prompt"], row["label"], params, 20000, tiny_tokenizer, engine)
+    assert resp["extra_logs"][VALID_KEY] == 1.0, resp["extra_logs"]
+    assert resp["reward"] == 1.0 and resp["extra_logs"]["swe_rl_resolved"] == 1.0
+    assert resp["extra_logs"]["swe_rl_submitted"] == 1.0
+    assert resp["rollout_log_probs"] is None and len(resp["action_ranges"]) == len(engine.calls) >= 3
+    exp = orl_process_response(resp, 20000)
+    assert exp.rewards.tolist() == [1.0] and exp.scores.tolist() == [1.0]
+
+
+async def test_infrastructure_failure_is_a_zero_advantage_sample(orl_process_response, tiny_tokenizer):
+    from swe_rl.tasks.task import Task
+
+    class BrokenSandboxFactory:  # stands for a Docker engine that refuses to start containers
+        def __call__(self, task):
+            raise ConnectionError("docker engine unreachable")
+
+    ex = AgentExecutor(AgentConfig(), sandbox_factory=BrokenSandboxFactory(), reward_fn=None)
+    row = task_to_row(Task(instance_id="x__y-1", image="swe-rl/none:x"))
+    engine = FakeVLLMEngine(policy=None)
+    resps = await asyncio.gather(
+        ex.execute(row["prompt"], row["label"], FakeVLLMSamplingParams(), MAX_LEN, tiny_tokenizer, engine),
+        ex.execute(row["prompt"], "not a task", FakeVLLMSamplingParams(), MAX_LEN, tiny_tokenizer, engine),
+    )
+    for resp in resps:
+        assert resp["reward"] == 0.0 and resp["extra_logs"][VALID_KEY] == 0.0
+        assert resp["action_ranges"] == [(1, 2)]  # a one-token dummy action: the advantage step zeroes it
+        exp = orl_process_response(resp, MAX_LEN)
+        assert exp.action_mask.tolist() == [[True]] and exp.info[VALID_KEY].tolist() == [0.0]
+    assert engine.calls == []
