@@ -1,0 +1,48 @@
+"""Run swebench's official `run_evaluation` offline on our Tasks and local images (for peer checks and bench).
+
+The dataset is written as a local JSONL (swebench's `load_swebench_dataset` reads it), so the harness does not
+rebuild images (it only builds from a task repo) and uses the ones already present; it runs in a subprocess
+with its own working directory because it writes logs/ relative to the cwd.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from swe_rl.tasks.grading import instance_dict
+from swe_rl.tasks.task import Task
+
+
+def run_official(
+    tasks: list[Task],
+    patches: dict[str, str | None],
+    workdir: str | Path,
+    *,
+    run_id: str = "peer",
+    model: str = "peer-model",
+    workers: int = 2,
+    timeout: int = 1800,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """(run summary, {instance_id: per-instance report or {} when the harness wrote none})."""
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    dataset = work / "dataset.jsonl"
+    dataset.write_text("".join(json.dumps(instance_dict(t)) + "\n" for t in tasks))
+    preds = work / "predictions.jsonl"
+    rows = [{"instance_id": i, "model_patch": p, "model_name_or_path": model} for i, p in patches.items()]
+    preds.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cmd = [sys.executable, "-m", "swebench.harness.run_evaluation", "-d", str(dataset), "-p", str(preds),
+           "-id", run_id, "--max_workers", str(workers), "-t", str(timeout), "--report_dir", str(work)]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+    summary_path = work / f"{model}.{run_id}.json"
+    if proc.returncode != 0 or not summary_path.is_file():
+        raise RuntimeError(f"official run_evaluation failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    reports = {}
+    for iid in patches:
+        path = work / "logs" / "run_evaluation" / run_id / model / iid / "report.json"
+        reports[iid] = json.loads(path.read_text())[iid] if path.is_file() else {}
+    return json.loads(summary_path.read_text()), reports

@@ -1,0 +1,67 @@
+"""Peer check: `swe-rl grade` and swebench's official run_evaluation agree on gold, empty and wrong predictions
+(same local images, offline). The small case runs in the default suite; the whole suite is slow-marked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swe_rl.tasks.official import run_official
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
+
+
+def _swe_rl_grade(preds: Path, out: Path, run_id: str) -> tuple[dict, dict]:
+    cmd = [sys.executable, "-m", "swe_rl.cli", "grade", "--tasks", "micro", "--predictions", str(preds),
+           "--out", str(out), "--workers", "2"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    reports = {}
+    for d in out.iterdir():
+        if (d / "report.json").is_file():
+            reports[d.name] = json.loads((d / "report.json").read_text())[d.name]
+    return summary, reports
+
+
+def _agree(tasks, kinds: dict[str, str], tmp_path: Path, write_jsonl, tag: str) -> None:
+    patches = {iid: kinds[iid] for iid in kinds}
+    rows = [
+        {"instance_id": i, "model_patch": p, "model_name_or_path": "peer-model"} for i, p in patches.items()
+    ]
+    preds = write_jsonl(tmp_path / f"preds-{tag}.jsonl", rows)
+    ours, our_reports = _swe_rl_grade(preds, tmp_path / f"ours-{tag}", tag)
+    theirs, their_reports = run_official(
+        [tasks[i] for i in patches], patches, tmp_path / f"official-{tag}", run_id=tag
+    )
+    assert ours["resolved_ids"] == theirs["resolved_ids"]
+    assert ours["empty_patch_ids"] == theirs["empty_patch_ids"]
+    for iid, rep in their_reports.items():
+        if rep:  # the harness ran the tests: the per-test report must match ours exactly
+            assert our_reports[iid]["tests_status"] == rep["tests_status"], iid
+            assert our_reports[iid]["resolved"] == rep["resolved"], iid
+        elif patches[iid]:  # the harness could not apply the patch (no report): ours says not applied
+            assert our_reports[iid]["patch_successfully_applied"] is False, iid
+
+
+def test_peer_small(tasks_micro_images, tmp_path, tasks_wrong_patch, tasks_write_jsonl):
+    t = tasks_micro_images
+    kinds = {
+        "swe-rl-micro__exprcalc-4": t["swe-rl-micro__exprcalc-4"].patch,  # gold
+        "swe-rl-micro__textkit-5": "",  # empty
+        "swe-rl-micro__confini-3": tasks_wrong_patch,  # applies, fixes nothing
+    }
+    _agree(t, kinds, tmp_path, tasks_write_jsonl, "small")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["gold", "empty", "wrong", "garbage"])
+def test_peer_whole_suite(kind, tasks_micro_images, tmp_path, tasks_wrong_patch, tasks_write_jsonl):
+    t = tasks_micro_images
+    make = {"gold": lambda x: x.patch, "empty": lambda x: "", "wrong": lambda x: tasks_wrong_patch,
+            "garbage": lambda x: x.patch.replace("@@ -", "@@ -9")}  # fmt: skip
+    _agree(t, {iid: make[kind](task) for iid, task in t.items()}, tmp_path, tasks_write_jsonl, kind)
