@@ -49,7 +49,7 @@ def eval_command(
     try:
         cfg = load_config(EvalConfig, files=config, overrides=[*extra, *(overrides or [])])
         report = run_eval(cfg)
-    except ConfigError as e:
+    except (ConfigError, ValueError) as e:  # ConfigError, TaskLoadError: one message naming the input
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:

@@ -41,6 +41,19 @@ def load_eval_tasks(ds: DatasetConfig) -> list[Task]:
     return tasks[: ds.limit] if ds.limit else tasks
 
 
+def ensure_images(tasks: list[Task]) -> None:
+    """Build missing images of task-repo tasks (micro suite) from their Dockerfiles; failures show up per episode."""
+    from swe_rl.tasks.images import build_task_images, image_exists
+
+    by_repo: dict[Path, list[str]] = {}
+    for t in tasks:
+        task_dir = t.metadata.get("task_dir")
+        if task_dir and t.image and not image_exists(t.image):
+            by_repo.setdefault(Path(task_dir).parent.parent, []).append(t.instance_id)
+    for repo, ids in by_repo.items():
+        build_task_images(repo, ids)
+
+
 def check_config(run: EvalRun, cfg: EvalConfig) -> None:
     """Save the resolved config, or check that a resumed run keeps its identity."""
     if run.dir.config.is_file():
@@ -84,8 +97,15 @@ def run_episodes(
 ) -> None:
     from swe_rl.rollout.pool import make_pool
 
-    spec = RolloutSpec(policy=cfg.policy, agent=cfg.agent, sandbox=cfg.sandbox, grade=cfg.grader == "ours")
-    pool = make_pool(cfg.pool, spec)
+    # run_id labels every container of this evaluation (`sandboxes ls/reap`, leak checks).
+    spec = RolloutSpec(
+        policy=cfg.policy,
+        agent=cfg.agent,
+        sandbox=cfg.sandbox,
+        grade=cfg.grader == "ours",
+        run_id=f"eval-{cfg.name}",
+    )
+    pool = make_pool(cfg.pool, spec, cleanup=spec.reap_orphans)
     try:
         for traj in pool.run_items(todo):
             run.save_trajectory(traj)
@@ -173,6 +193,7 @@ def run_eval(cfg: EvalConfig, on_trajectory: OnTrajectory | None = None) -> dict
     tasks = load_eval_tasks(cfg.dataset)
     todo = missing_items(run, tasks, cfg.runs, cfg.retry_errors)
     if todo:
+        ensure_images([t for t, _ in todo])
         run_episodes(run, cfg, todo, on_trajectory)
     if cfg.grader == "official":
         for r in range(cfg.runs):

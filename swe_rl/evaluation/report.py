@@ -76,7 +76,7 @@ def build_report(episodes: list[Episode], n_runs: int, meta: dict[str, Any]) -> 
         row: dict[str, Any] = {"run": r, "total": len(mine)}
         for b in BUCKETS:
             row[f"{b}_ids"] = [e.instance_id for e in mine if e.bucket == b]
-        row["resolve_rate"] = len(row["resolved_ids"]) / len(mine) if mine else 0.0
+        row["resolve_rate"] = round(len(row["resolved_ids"]) / len(mine), 6) if mine else 0.0
         runs.append(row)
     resolved = sum(e.bucket == "resolved" for e in episodes)
     lo, hi = wilson_interval(resolved, len(episodes))

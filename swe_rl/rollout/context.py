@@ -25,7 +25,9 @@ def task_sandbox_factory(sandbox_cfg: dict[str, Any], run_id: str | None = None)
     cfg = parse_sandbox_config(sandbox_cfg)
 
     def factory(task: Task) -> Any:
-        return make_sandbox(cfg, image=task.image or None, run_id=run_id)
+        return make_sandbox(
+            cfg, image=task.image or None, run_id=run_id, labels={"swe-rl.task": task.instance_id}
+        )
 
     return factory
 
@@ -52,6 +54,27 @@ class RolloutSpec(StrictModel):
     run_id: str = Field(
         default_factory=lambda: uuid.uuid4().hex[:12]
     )  # sandbox label grouping this pool's containers
+
+    def reap_orphans(self) -> int:
+        """Remove this run's containers whose owner process is gone (a killed actor cannot close its own).
+
+        Only containers labelled with this spec's run_id and owned by a dead process on this host are touched;
+        returns how many. A no-op without a reachable Docker engine (local backend, or containers on other nodes).
+        """
+        try:
+            from sandboxes.docker_sandbox import docker_client
+            from sandboxes.lifecycle import LABEL_RUN, list_managed, owner_alive, remove_all
+
+            client = docker_client()
+        except Exception:
+            return 0
+        doomed = [
+            c.id
+            for c in list_managed(client)
+            if c.labels.get(LABEL_RUN) == self.run_id and owner_alive(c.labels) is False
+        ]
+        remove_all(client, doomed)
+        return len(doomed)
 
     def __call__(self) -> EpisodeContext:
         factory = task_sandbox_factory(self.sandbox, self.run_id)

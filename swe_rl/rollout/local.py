@@ -42,7 +42,7 @@ class LocalRolloutPool:
         loop = asyncio.new_event_loop()
         stop = asyncio.Event()
         thread = threading.Thread(
-            target=loop.run_until_complete, args=(self._drive(todo, out, stop),), daemon=True
+            target=self._loop_main, args=(loop, self._drive(todo, out, stop)), daemon=True
         )
         thread.start()
         try:
@@ -62,6 +62,15 @@ class LocalRolloutPool:
                 )  # cancel running episodes; their `async with` closes sandboxes
             thread.join()
             loop.close()
+
+    @staticmethod
+    def _loop_main(loop: asyncio.AbstractEventLoop, main: Any) -> None:
+        loop.run_until_complete(main)
+        # Background tasks the episodes started (e.g. a batching policy's worker) end with this loop.
+        leftover = asyncio.all_tasks(loop)
+        for t in leftover:
+            t.cancel()
+        loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
 
     async def _drive(self, todo: list[Item], out: queue.Queue[Any], stop: asyncio.Event) -> None:
         sem = asyncio.Semaphore(self.max_concurrency)

@@ -51,9 +51,16 @@ def ensure_ray(cfg: PoolConfig) -> bool:
 class RolloutPool:
     """Ray actors running episodes. Safe to iterate `run` many times (one training step each)."""
 
-    def __init__(self, cfg: PoolConfig, context_factory: Callable[[], EpisodeContext]):
+    def __init__(
+        self,
+        cfg: PoolConfig,
+        context_factory: Callable[[], EpisodeContext],
+        cleanup: Callable[[], object] | None = None,
+    ):
+        """cleanup: called after an actor died and at close, e.g. RolloutSpec.reap_orphans (its containers)."""
         self.cfg = cfg
         self._context_factory = context_factory
+        self._cleanup = cleanup
         self._started_ray = ensure_ray(cfg)
         self._actors: list[Any] = [self._new_actor() for _ in range(cfg.num_actors)]
         self._restarts = 0
@@ -137,21 +144,17 @@ class RolloutPool:
             return  # already replaced (several of its episodes surface one by one)
         self._actors.remove(actor)
         load.pop(actor, None)
-        self._reap_dead_owner()
+        self._run_cleanup()
         if self._restarts < self.cfg.max_actor_restarts:
             self._restarts += 1
             new = self._new_actor()
             self._actors.append(new)
             load[new] = 0
 
-    def _reap_dead_owner(self) -> None:
-        # A killed actor cannot close its containers; the sandboxes reaper removes those whose owner process died.
-        try:
-            from sandboxes.reaper import reap
-
-            reap()
-        except Exception:
-            pass
+    def _run_cleanup(self) -> None:
+        if self._cleanup is not None:
+            with contextlib.suppress(Exception):
+                self._cleanup()
 
     def set_policy_state(self, state_dict: Any) -> None:
         """Ship new weights once (object store) and load them in every actor; call between `run`s."""
@@ -173,6 +176,7 @@ class RolloutPool:
         for a in self._actors:
             ray.kill(a, no_restart=True)
         self._actors = []
+        self._run_cleanup()
         if self._started_ray:
             ray.shutdown()
 
@@ -183,10 +187,14 @@ class RolloutPool:
         self.close()
 
 
-def make_pool(cfg: PoolConfig, context_factory: Callable[[], EpisodeContext]) -> Any:
+def make_pool(
+    cfg: PoolConfig,
+    context_factory: Callable[[], EpisodeContext],
+    cleanup: Callable[[], object] | None = None,
+) -> Any:
     """RolloutPool (backend "ray") or LocalRolloutPool (backend "local"); both: run, run_items, set_policy_state."""
     if cfg.backend == "local":
         from swe_rl.rollout.local import LocalRolloutPool
 
         return LocalRolloutPool(context_factory, cfg.episodes_per_actor * cfg.num_actors, cfg.progress)
-    return RolloutPool(cfg, context_factory)
+    return RolloutPool(cfg, context_factory, cleanup)

@@ -1,0 +1,161 @@
+"""`swe-rl eval` end to end on the micro suite: real Docker sandboxes, real Ray, real grading, real agent loop.
+
+- scripted gold policy over a few instances of each micro-suite repository (the whole suite: the slow test),
+  interrupted with SIGINT (to the whole process group, as a terminal's Ctrl-C) and rerun:
+  every instance resolved, no container left, no half-written trusted file, only the missing episodes re-run;
+- the same evaluation with one Ray actor SIGKILLed midway: the same report, no duplicate trajectories;
+- the tiny random model: runs to the end, 0% resolved, exit reasons recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from swe_rl.agent.trajectory import EXIT_STATUSES, Trajectory
+from swe_rl.evaluation.harness import load_eval_tasks, run_eval
+
+pytestmark = [pytest.mark.docker, pytest.mark.ray]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _episode_files(root: Path) -> list[Path]:
+    return sorted((root / "trajectories").glob("run_*/*.json"))
+
+
+def _wait_gone(list_containers, name: str, timeout: float = 30.0) -> list:
+    deadline = time.monotonic() + timeout
+    while (left := list_containers(name)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
+@pytest.fixture(scope="module")
+def eval_subset(eval_config_factory, tmp_path_factory) -> str:
+    """Two instances of each micro-suite repository, as a dotted override."""
+    tasks = load_eval_tasks(eval_config_factory(tmp_path_factory.mktemp("probe"), "probe").dataset)
+    per_repo: dict[str, list[str]] = {}
+    for t in tasks:
+        per_repo.setdefault(t.repo, []).append(t.instance_id)
+    ids = [i for repo in sorted(per_repo) for i in per_repo[repo][:2]]
+    return "dataset.instances=[" + ",".join(ids) + "]"
+
+
+@pytest.fixture(scope="module")
+def eval_gold_after_sigint(tmp_path_factory, eval_config_factory, eval_containers, eval_subset, ray_local):
+    out = tmp_path_factory.mktemp("eval")
+    name = "gold_sigint"
+    cmd = [sys.executable, "-m", "swe_rl.cli", "eval", "--name", name, "--output-dir", str(out)]
+    cmd += ["--workers", "2", "agent.max_steps=10", "pool.episodes_per_actor=2", "pool.progress=false"]
+    cmd += ["pool.ray_num_cpus=2", eval_subset]
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    root = out / name
+    deadline = time.monotonic() + 240
+    while len(_episode_files(root)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert proc.poll() is None, (
+        "the evaluation ended before it could be interrupted:\n" + proc.stdout.read().decode()
+    )
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the whole foreground process group, Ray's processes included
+    output = proc.communicate(timeout=180)[0].decode(errors="replace")
+    assert proc.returncode != 0, output
+    done_before = _episode_files(root)
+    left = _wait_gone(eval_containers, name)
+    assert not left, f"containers left after Ctrl-C: {[c.name for c in left]}\n{output[-3000:]}"
+    for f in done_before:  # every trusted file is whole (atomic writes)
+        Trajectory.from_json(f.read_text())
+    cfg = eval_config_factory(out, name, eval_subset)
+    rerun = []
+    report = run_eval(cfg, on_trajectory=lambda t, pool: rerun.append((t.task_id, t.sample_idx)))
+    n_tasks = len(load_eval_tasks(cfg.dataset))
+    return {"root": root, "report": report, "n_before": len(done_before), "rerun": rerun, "n_tasks": n_tasks}
+
+
+def test_gold_policy_resolves_every_instance_after_sigint_and_resume(eval_gold_after_sigint, eval_containers):
+    r = eval_gold_after_sigint
+    report, n = r["report"], r["n_tasks"]
+    assert 2 <= r["n_before"] < n
+    assert len(r["rerun"]) == n - r["n_before"]  # only what was missing was run again
+    assert report["complete"] and report["episodes"] == n
+    assert report["counts"]["resolved"] == n and report["resolve_rate"] == 1.0
+    assert report["runs"][0]["resolved_ids"] == sorted(report["per_instance_resolved"])
+    preds = [json.loads(x) for x in (r["root"] / "predictions" / "run_00.jsonl").read_text().splitlines()]
+    assert sorted(p["instance_id"] for p in preds) == report["runs"][0]["resolved_ids"]
+    assert all(
+        p["model_patch"].startswith("diff --git") and p["model_name_or_path"] == "swe-rl" for p in preds
+    )
+    assert (r["root"] / "report" / "report.md").read_text().count(".png)") == 4
+    assert not _wait_gone(eval_containers, "gold_sigint")
+
+
+def test_killed_actor_gives_the_same_report_without_duplicates(
+    eval_gold_after_sigint,
+    eval_config_factory,
+    eval_report_reader,
+    eval_containers,
+    eval_subset,
+    tmp_path,
+    ray_local,
+):
+    cfg = eval_config_factory(tmp_path, "gold_kill", eval_subset)
+    seen: list[tuple[str, int]] = []
+    killed: list[int] = []
+
+    def kill_one_actor(traj: Trajectory, pool) -> None:
+        seen.append((traj.task_id, traj.sample_idx))
+        if not killed:
+            pid = ray_local.get(pool.actors[0].pid.remote())
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    run_eval(cfg, on_trajectory=kill_one_actor)
+    assert killed and len(seen) == len(set(seen)) == eval_gold_after_sigint["n_tasks"]
+    lines = (tmp_path / "gold_kill" / "trajectories" / "run_00.jsonl").read_text().splitlines()
+    assert len(lines) == len({json.loads(x)["task_id"] for x in lines}) == len(seen)
+    same = eval_report_reader(eval_gold_after_sigint["root"] / "report" / "report.json")
+    assert eval_report_reader(tmp_path / "gold_kill" / "report" / "report.json") == same
+    assert not _wait_gone(eval_containers, "gold_kill")
+
+
+def test_tiny_random_model_runs_to_the_end_unresolved(eval_config_factory, tmp_path):
+    tasks = load_eval_tasks(eval_config_factory(tmp_path, "probe").dataset)[:3]
+    ids = "[" + ",".join(t.instance_id for t in tasks) + "]"
+    cfg = eval_config_factory(
+        tmp_path,
+        "tiny",
+        "policy.kind=tiny",
+        "runs=2",
+        "pool.backend=local",
+        f"dataset.instances={ids}",
+        "agent.max_steps=2",
+        "agent.max_new_tokens=24",
+        "agent.max_format_errors=2",
+    )
+    report = run_eval(cfg)
+    assert report["complete"] and report["episodes"] == 6 and report["n_runs"] == 2
+    assert report["counts"]["resolved"] == 0 and report["resolve_rate"] == 0.0
+    assert report["pass@k"] == {"1": 0.0, "2": 0.0}
+    exits = report["exit_status_counts"]
+    assert sum(exits.values()) == 6 and set(exits) <= set(EXIT_STATUSES) - {"error"}, exits
+    assert report["counts"]["infra_failure"] == 0
+
+
+@pytest.mark.slow
+def test_gold_policy_resolves_the_whole_micro_suite(
+    eval_config_factory, eval_containers, tmp_path, ray_local
+):
+    cfg = eval_config_factory(tmp_path, "gold_full")
+    report = run_eval(cfg)
+    n = len(load_eval_tasks(cfg.dataset))
+    assert report["complete"] and report["counts"]["resolved"] == n >= 12
+    assert not _wait_gone(eval_containers, "gold_full")
