@@ -5,4 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}"
-exec timeout 480 "$PY" scripts/gpu_smoke.py "$@"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # a plain checkout works without installing swe-rl
+exec timeout 480 "$PY" -m swe_rl.train.openrlhf.gpu_smoke "$@"

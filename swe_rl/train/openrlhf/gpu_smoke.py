@@ -2,8 +2,8 @@
 (151,936) and a few bf16 train steps of a random Qwen-shaped model with swe_rl.algo's losses directly
 (GRPO advantages → AEM per span → PPO-clip loss), printing throughput and peak memory.
 
-    python scripts/gpu_smoke.py                 # CUDA, ~1.5B-parameter Qwen2 shape, 4 × 4096-token sequences
-    python scripts/gpu_smoke.py --device cpu    # tiny sizes, for CI (tests/openrlhf/test_scripts.py)
+    bash scripts/gpu_smoke.sh                   # CUDA, ~1.5B-parameter Qwen2 shape, 4 × 4096-token sequences
+    bash scripts/gpu_smoke.sh --device cpu      # tiny sizes, for CI (tests/openrlhf/test_scripts.py)
 Exit code 0 = every check passed; each failed check prints a line starting with FAIL.
 """
 
