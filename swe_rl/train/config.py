@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -36,6 +36,8 @@ class RolloutConfig(StrictModel):
     max_new_tokens: int = 48  # per assistant turn
     max_turns: int = 4  # agent turns per episode
     max_len: int = 640  # tokens per trajectory kept for training (longer ones are cut)
+    slots: int = 32  # reusable sandboxes (= episodes in flight = the generation batch)
+    max_batch: int = 64  # HFLocalPolicy: concurrent generate calls batched together
 
 
 class OptimConfig(StrictModel):
@@ -52,7 +54,7 @@ class OptimConfig(StrictModel):
 class EvalConfig(StrictModel):
     every: int = 0  # evaluate held-out tasks every N steps (0 = only at the end)
     n_tasks: int = 100  # held-out tasks per evaluation
-    temperature: float = 0.0  # 0 = greedy
+    sampled: int = 0  # extra samples per task at T=1 (0 = greedy only)
 
 
 class TrainConfig(StrictModel):
@@ -69,6 +71,9 @@ class TrainConfig(StrictModel):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    sandbox: dict[str, Any] = Field(
+        default_factory=lambda: {"backend": "docker", "image": "swe-rl/base:bookworm"}
+    )  # sandboxes config of the slots (backend union)
     algo: AlgoConfig = Field(
         default_factory=AlgoConfig
     )  # estimator, filtering, AEM/EMPG, EPO, loss (swe_rl.algo)

@@ -209,6 +209,13 @@ class PipelineRollouter:
         self.slots = slots
         self.grader = grader or CachedGrader(slots)
 
+    def with_temperature(self, temperature: float) -> PipelineRollouter:
+        """The same policy, slots and grader cache, sampling at another temperature (0 = greedy)."""
+        other = PipelineRollouter.__new__(PipelineRollouter)
+        other.provider, other.slots, other.grader = self.provider, self.slots, self.grader
+        other.agent_cfg = self.agent_cfg.model_copy(update={"temperature": temperature})
+        return other
+
     async def rollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]:
         """len(tasks) * n graded trajectories, task-major. Sample i of every task samples with its own seed
         (run_episode derives per-turn seeds from cfg.seed; rollout_one does not pass the sample index)."""

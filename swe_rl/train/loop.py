@@ -79,6 +79,8 @@ def train(
     ref_model = copy.deepcopy(model).eval() if algo.loss.kl_coef > 0 else None
     writer = _tensorboard(run) if cfg.tensorboard else None
     pad_id = tokenizer.pad_token_id
+    if evaluate is not None and cfg.eval.every and state.step == 0:  # the starting point of the curves
+        run.log_metrics(0, {f"eval/{k}": v for k, v in evaluate(0).items()})
     n = cfg.rollout.n_samples
     done_here = 0
     while state.step < cfg.steps and (stop_after is None or done_here < stop_after):

@@ -1,0 +1,67 @@
+"""Typer commands of the built-in trainer: `swe-rl train`, `swe-rl sft`, `swe-rl demo`, `swe-rl compare`.
+
+Each takes YAML config files (merged in order) and dotted overrides (`-o optim.lr=1e-4`); heavy imports happen
+inside the commands so `swe-rl --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import typer
+
+CONFIGS = typer.Option([], "--config", "-c", help="YAML config file(s), merged in order")
+OVERRIDES = typer.Option([], "--override", "-o", help="dotted KEY=VALUE override, e.g. optim.lr=1e-4")
+
+
+def train_command(
+    config: list[str] = CONFIGS,
+    override: list[str] = OVERRIDES,
+    resume: bool = typer.Option(False, "--resume", help="continue from the run's newest checkpoint, exactly"),
+) -> None:
+    """RL with the built-in single-process trainer (GRPO / RLOO + AEM / EMPG / EPO; CPU or one GPU)."""
+    from swe_rl.train.run import train_command as run
+
+    run(config, override, resume)
+
+
+def sft_command(config: list[str] = CONFIGS, override: list[str] = OVERRIDES) -> None:
+    """Supervised warm start on expert trajectories of generated micro tasks (loss on policy tokens only)."""
+    from swe_rl.config import load_config
+    from swe_rl.train.sft import SFTConfig, run_sft
+
+    run_sft(load_config(SFTConfig, files=config, overrides=override))
+
+
+def demo_command(
+    config: list[str] = typer.Option(["configs/demo.yaml"], "--config", "-c", help="YAML config file(s)"),
+    override: list[str] = OVERRIDES,
+) -> None:
+    """SFT warm start (or the shipped checkpoint) -> short GRPO+AEM run -> held-out + micro-suite eval -> report."""
+    from pathlib import Path
+
+    from swe_rl.config import load_config
+    from swe_rl.train.demo import DemoConfig, run_demo
+
+    files = [c for c in config if Path(c).is_file() or c != "configs/demo.yaml"]
+    run_demo(load_config(DemoConfig, files=files, overrides=override))
+
+
+def compare_command(
+    config: list[str] = typer.Option(
+        ["configs/demo.yaml"], "--config", "-c", help="demo config (SFT init, RL)"
+    ),
+    methods: list[str] = typer.Option(
+        ["grpo", "grpo_aem", "grpo_empg"],
+        "--method",
+        "-m",
+        help="recipe names in configs/train/ (their `algo` block is used)",
+    ),
+    seeds: list[int] = typer.Option([0, 1, 2], "--seed", "-s", help="RL seeds"),
+    override: list[str] = OVERRIDES,
+    out: str = typer.Option("runs/compare", "--out", help="folder for the runs and the plots"),
+    plot_only: bool = typer.Option(False, "--plot-only", help="only redraw plots from existing runs"),
+) -> None:
+    """GRPO vs GRPO+AEM vs GRPO+EMPG over seeds from one SFT start; PNG plots of held-out success, entropy
+    and mixed-group fraction per step."""
+    from swe_rl.train.compare import run_compare
+
+    run_compare(config, methods, seeds, override, out, plot_only)

@@ -1,0 +1,103 @@
+"""`swe-rl compare`: several RL recipes x seeds from one SFT start, then PNG plots and a summary.
+
+Each run is `<out>/<method>_s<seed>` with the demo's RL settings and the `algo` block of
+configs/train/<method>.yaml; runs resume, so an interrupted comparison continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from swe_rl.runs import RunDir
+
+
+def recipe_algo(method: str, recipes_dir: str = "configs/train") -> dict[str, Any]:
+    path = Path(recipes_dir) / f"{method}.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"--method {method}: no recipe {path}")
+    data = yaml.safe_load(path.read_text()) or {}
+    return data.get("algo", {})
+
+
+def run_compare(config: list[str], methods: list[str], seeds: list[int], overrides: list[str], out: str,
+                plot_only: bool = False) -> Path:  # fmt: skip
+    from swe_rl.algo.config import AlgoConfig
+    from swe_rl.config import load_config
+    from swe_rl.train.demo import DemoConfig
+
+    demo = load_config(DemoConfig, files=[c for c in config if Path(c).is_file()], overrides=overrides)
+    out_dir = Path(out)
+    if not plot_only:
+        init = Path(demo.init) if demo.init else None
+        if init is None or not (init / "config.json").is_file():
+            from swe_rl.train.sft import run_sft
+
+            init = run_sft(demo.sft.model_copy(update={"out_dir": str(out_dir), "name": "sft"}))
+        for seed in seeds:
+            for method in methods:  # interleaved so a cut-short comparison still has every method
+                cfg = demo.train.model_copy(deep=True)
+                cfg.algo = AlgoConfig.model_validate(recipe_algo(method))
+                cfg.seed, cfg.name, cfg.out_dir, cfg.model.init = (
+                    seed,
+                    f"{method}_s{seed}",
+                    str(out_dir),
+                    str(init),
+                )
+                _train_one(cfg)
+    return summarize(out_dir, methods, seeds)
+
+
+def _train_one(cfg: Any) -> None:
+    from swe_rl.train.loop import train
+    from swe_rl.train.run import build_env, load_policy_model
+
+    run = RunDir.create(cfg.out_dir, cfg.name)
+    run.save_config(cfg)
+    model, tok = load_policy_model(cfg)
+    env = build_env(cfg, model, tok)
+    try:
+        print(f"compare: {cfg.name}", flush=True)
+        state = train(cfg, run, model, tok, env.rollouter, env.tasks, sample_tasks=env.sample_tasks,
+                      evaluate=env.evaluator, resume=True)  # fmt: skip
+        rows = run.read_metrics()
+        if env.evaluator is not None and not any(
+            r["step"] == state.step and "eval/greedy_success" in r for r in rows
+        ):
+            run.log_metrics(state.step, {f"eval/{k}": v for k, v in env.evaluator(state.step).items()})
+    finally:
+        env.close()
+
+
+def summarize(out_dir: Path, methods: list[str], seeds: list[int]) -> Path:
+    """Plots + summary.json: held-out success at the first and last evaluation, per seed and mean gain."""
+    from swe_rl.train.plots import plot_methods, series
+
+    runs: dict[str, list[list[dict[str, Any]]]] = {}
+    summary: dict[str, Any] = {}
+    for m in methods:
+        per_seed = []
+        for s in seeds:
+            rows = RunDir(out_dir / f"{m}_s{s}").read_metrics()
+            if not rows:
+                continue
+            runs.setdefault(m, []).append(rows)
+            steps, succ = series(rows, "eval/greedy_success")
+            _, mixed = series(rows, "mixed_group_frac")
+            if succ:
+                per_seed.append({"seed": s, "first_step": steps[0], "last_step": steps[-1], "start": succ[0],
+                                 "end": succ[-1], "gain": succ[-1] - succ[0],
+                                 "mixed_first": mixed[0] if mixed else None})  # fmt: skip
+        gains = [p["gain"] for p in per_seed]
+        summary[m] = {"seeds": per_seed, "mean_gain": statistics.mean(gains) if gains else None,
+                      "sd_gain": statistics.stdev(gains) if len(gains) > 1 else None}  # fmt: skip
+    pngs = plot_methods(runs, out_dir / "plots")
+    path = out_dir / "summary.json"
+    path.write_text(json.dumps(summary, indent=1))
+    print(json.dumps({m: {k: v for k, v in s.items() if k != "seeds"} for m, s in summary.items()}))
+    print(f"compare: plots {[str(p) for p in pngs]}, summary {path}")
+    return path

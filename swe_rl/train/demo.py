@@ -1,0 +1,133 @@
+"""`swe-rl demo`: SFT warm start (or the shipped checkpoint) -> short GRPO+AEM run -> held-out and micro-suite
+evaluation -> report with plots. Prints where the report is.
+
+Everything goes through the real pipeline: generated tasks in Docker sandbox slots, the agent loop, real tests,
+swe_rl.algo advantages; the hand-written micro suite through the evaluation harness (`swe-rl eval`'s run_eval).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from swe_rl.config import StrictModel
+from swe_rl.runs import RunDir
+from swe_rl.train.config import TrainConfig
+from swe_rl.train.sft import SFTConfig
+
+SHIPPED_SFT = Path(__file__).parent / "assets" / "demo_sft"
+
+
+class DemoConfig(StrictModel):
+    name: str = "demo"  # runs/<name>
+    out_dir: str = "runs"  # base folder
+    init: str = str(SHIPPED_SFT)  # SFT checkpoint to start from; "" or a missing folder = run `sft` first
+    sft: SFTConfig = Field(default_factory=SFTConfig)  # used only when `init` is not available
+    train: TrainConfig = Field(
+        default_factory=TrainConfig
+    )  # the RL run (model.init is set to the SFT folder)
+    micro_suite: bool = True  # also evaluate on the hand-written micro suite with the evaluation harness
+    micro_limit: int | None = None  # first N micro-suite tasks (None = all)
+
+
+def run_demo(cfg: DemoConfig) -> Path:
+    t0 = time.monotonic()
+    root = RunDir.create(cfg.out_dir, cfg.name)
+    root.save_config(cfg)
+    init = Path(cfg.init) if cfg.init else None
+    if init is None or not (init / "config.json").is_file():
+        from swe_rl.train.sft import run_sft
+
+        print("demo: no SFT checkpoint, running `swe-rl sft` first", flush=True)
+        sft = cfg.sft.model_copy(update={"out_dir": str(root.root), "name": "sft"})
+        init = run_sft(sft)
+    t_sft = time.monotonic() - t0
+
+    from swe_rl.train.loop import train
+    from swe_rl.train.run import build_env, load_policy_model
+
+    tcfg = cfg.train.model_copy(deep=True)
+    tcfg.out_dir, tcfg.name, tcfg.model.init = str(root.root), "rl", str(init)
+    run = RunDir.create(tcfg.out_dir, tcfg.name)
+    run.save_config(tcfg)
+    model, tok = load_policy_model(tcfg)
+    env = build_env(tcfg, model, tok)
+    try:
+        print(f"demo: RL for {tcfg.steps} steps from {init}", flush=True)
+        state = train(tcfg, run, model, tok, env.rollouter, env.tasks, sample_tasks=env.sample_tasks,
+                      evaluate=env.evaluator, resume=True)  # fmt: skip
+        t_rl = time.monotonic() - t0 - t_sft
+        rows = run.read_metrics()
+        if not any(r["step"] == state.step and "eval/greedy_success" in r for r in rows):
+            run.log_metrics(state.step, {f"eval/{k}": v for k, v in env.evaluator(state.step).items()})
+            rows = run.read_metrics()
+        from swe_rl.train.evaluate import write_eval_report
+
+        held_md = write_eval_report(env.evaluator.last["greedy"], env.evaluator.tasks, root.report / "heldout",
+                                    {"dataset": "generated held-out", "policy": "after RL (greedy)"})  # fmt: skip
+    finally:
+        env.close()
+    micro = _micro_suite(cfg, run, root) if cfg.micro_suite else None
+    report = _write_report(root, rows, micro, held_md, t_sft, t_rl, time.monotonic() - t0)
+    print(f"demo: done in {(time.monotonic() - t0) / 60:.1f} min; report: {report}", flush=True)
+    return report
+
+
+def _micro_suite(cfg: DemoConfig, run: RunDir, root: RunDir) -> dict[str, Any] | None:
+    """The final checkpoint on the hand-written micro suite through the evaluation harness (greedy)."""
+    from swe_rl.evaluation.config import EvalConfig
+    from swe_rl.evaluation.harness import run_eval
+    from swe_rl.train.checkpoint import latest
+    from swe_rl.train.env import demo_agent_config
+    from swe_rl.train.sft import prompts_dir
+
+    ck = latest(run.checkpoints)
+    if ck is None:
+        return None
+    ecfg = EvalConfig.model_validate({
+        "name": "micro", "output_dir": str(root.report), "model_name": "swe-rl-demo",
+        "dataset": {"source": "micro", "limit": cfg.micro_limit},
+        "policy": {"kind": "hf", "model": str(ck / "model"), "max_batch": 8},
+        "agent": demo_agent_config(prompts_dir(), temperature=0.0).model_dump(),
+        "pool": {"backend": "local"},
+    })  # fmt: skip
+    try:
+        return run_eval(ecfg)
+    except Exception as e:  # the demo's main result is the held-out curve; report the failure, keep going
+        print(f"demo: micro-suite evaluation failed: {type(e).__name__}: {e}", flush=True)
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def _write_report(root: RunDir, rows: list[dict[str, Any]], micro: dict[str, Any] | None, held_md: Path,
+                  t_sft: float, t_rl: float, t_all: float) -> Path:  # fmt: skip
+    from swe_rl.train.plots import plot_methods, series
+
+    pngs = plot_methods({"GRPO+AEM": [rows]}, root.report)
+    steps, succ = series(rows, "eval/greedy_success")
+    _, samp = series(rows, "eval/sampled_success")
+    _, mixed = series(rows, "mixed_group_frac")
+    train_rows = [r for r in rows if "reward_mean" in r]
+    lines = [
+        "# swe-rl demo report", "",
+        "| | before RL | after RL |", "|---|---|---|",
+        f"| held-out success, greedy | {succ[0]:.1%} | {succ[-1]:.1%} |" if succ else "| held-out | n/a | n/a |",
+        f"| held-out success, sampled T=1 | {samp[0]:.1%} | {samp[-1]:.1%} |" if samp else "",
+        f"| train reward (first / last step) | {train_rows[0]['reward_mean']:.1%} | "
+        f"{train_rows[-1]['reward_mean']:.1%} |" if train_rows else "",
+        f"| mixed groups (first / last step) | {mixed[0]:.0%} | {mixed[-1]:.0%} |" if mixed else "",
+        "", f"Steps with held-out evaluation: {steps}", "",
+        f"Time: SFT/load {t_sft / 60:.1f} min, RL + evaluation {t_rl / 60:.1f} min, total {t_all / 60:.1f} min.",
+        "", f"Held-out episodes report (evaluation harness format): {held_md.relative_to(root.report)}",
+    ]  # fmt: skip
+    if micro is not None:
+        lines += ["", "## Hand-written micro suite (evaluation harness)", "", "```",
+                  json.dumps({k: micro.get(k) for k in ("resolve_rate", "n_instances", "episodes", "counts", "error")
+                              if k in micro}, indent=1, default=str)[:2000], "```"]  # fmt: skip
+    lines += ["", "## Curves", ""] + [f"![{p.stem}]({p.name})" for p in pngs]
+    out = root.report / "report.md"
+    out.write_text("\n".join(x for x in lines if x is not None) + "\n")
+    return out

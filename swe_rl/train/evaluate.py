@@ -1,0 +1,82 @@
+"""Held-out evaluation of the policy on generated tasks, through the same rollout path as training.
+
+`HeldOutEval(rollouter, tasks)` runs every held-out task greedily (and optionally sampled at T=1) and returns
+success rates, per-family rates and exit reasons; the episodes go into the evaluation harness's report
+(`write_eval_report`) so the demo's report has the same shape as `swe-rl eval`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from swe_rl.agent.trajectory import Trajectory
+from swe_rl.tasks.task import Task
+
+
+class HeldOutEval:
+    def __init__(self, rollouter: Any, tasks: list[Task], *, sampled: int = 0, seed: int = 10_000):
+        self.rollouter = rollouter  # a PipelineRollouter (its agent_cfg sets the limits)
+        self.tasks = tasks
+        self.sampled = sampled  # samples per task at T=1 (0 = greedy only)
+        self.seed = seed
+        self.last: dict[str, list[Trajectory]] = {}
+
+    def run(self, step: int = 0) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for mode, temp, n in (("greedy", 0.0, 1), ("sampled", 1.0, self.sampled)):
+            if n <= 0:
+                continue
+            roll = self.rollouter.with_temperature(temp)
+            trajs = asyncio.run(roll.rollout(self.tasks, n, self.seed))
+            self.last[mode] = trajs
+            out.update(summarize(trajs, self.tasks, n, prefix=f"{mode}_"))
+        return out
+
+    __call__ = run
+
+
+def summarize(trajs: list[Trajectory], tasks: list[Task], n: int, prefix: str = "") -> dict[str, float]:
+    fam = {t.instance_id: t.metadata.get("family", "?") for t in tasks}
+    by_fam: dict[str, list[float]] = defaultdict(list)
+    for t in trajs:
+        by_fam[fam.get(t.task_id, "?")].append(float(t.reward or 0.0))
+    out = {f"{prefix}success": sum(float(t.reward or 0.0) for t in trajs) / max(len(trajs), 1)}
+    out.update({f"{prefix}family/{k}": sum(v) / len(v) for k, v in sorted(by_fam.items())})
+    if n > 1:  # fraction of tasks whose n samples disagree (the RL signal)
+        groups = [trajs[i : i + n] for i in range(0, len(trajs), n)]
+        mixed = sum(1 for g in groups if len({t.reward for t in g}) > 1)
+        out[f"{prefix}mixed_task_frac"] = mixed / max(len(groups), 1)
+    out.update(
+        {f"{prefix}exit/{k}": v / len(trajs) for k, v in Counter(t.exit_status for t in trajs).items()}
+    )
+    return out
+
+
+def write_eval_report(
+    trajs: list[Trajectory], tasks: list[Task], out_dir: Path, meta: dict[str, Any]
+) -> Path:
+    """The evaluation harness's report (report.json, report.md, plots) for these episodes."""
+    from swe_rl.evaluation.plots import write_plots
+    from swe_rl.evaluation.report import build_report, episode_from, report_json, report_markdown
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    repo = {t.instance_id: t.repo for t in tasks}
+    episodes = []
+    for t in trajs:
+        grading = t.metrics.get("grading") or {}
+        rec = {"resolved": bool(t.resolved), "reward": t.reward, "failure": grading.get("failure"),
+               "tests": grading.get("tests", {})}  # fmt: skip
+        episodes.append(episode_from(t, rec, repo.get(t.task_id, "")))
+    report = build_report(episodes, 1, meta)
+    plots = write_plots(report, episodes, out_dir)
+    (out_dir / "report.json").write_text(report_json(report))
+    (out_dir / "report.md").write_text(report_markdown(report, plots))
+    with (out_dir / "trajectories.jsonl").open("w") as f:
+        for t in trajs:
+            f.write(json.dumps({"task_id": t.task_id, "reward": t.reward, "exit": t.exit_status,
+                                "patch": t.patch, "messages": t.messages}) + "\n")  # fmt: skip
+    return out_dir / "report.md"

@@ -1,0 +1,96 @@
+"""`swe-rl train` (built-in backend): build model, environment and evaluator from a TrainConfig, then train.
+
+Sources: `generated` = the micro-task generator through the real pipeline (agent loop, tools in sandbox slots,
+real tests); `toy` = the two-turn toy environment (no sandboxes; for smoke runs and tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from swe_rl.runs import RunDir
+from swe_rl.train.config import TrainConfig
+
+
+@dataclass
+class Env:
+    rollouter: Any
+    tasks: list[Any]
+    sample_tasks: Callable[..., list[Any]]
+    evaluator: Any = None  # HeldOutEval or None
+    close: Callable[[], None] = lambda: None
+
+
+def load_policy_model(cfg: TrainConfig) -> tuple[Any, Any]:
+    """(model, tokenizer): a HF folder from model.init (e.g. an SFT checkpoint), or a fresh tiny model."""
+    import torch
+
+    if cfg.model.threads:
+        torch.set_num_threads(cfg.model.threads)
+    if cfg.model.init:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(cfg.model.init)
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(
+                f"model.init={cfg.model.init!r}: expected a HF model folder with config.json"
+            )
+        tok = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model.eval()
+        return model, tok
+    from swe_rl.policy.tiny import build_tiny_model, build_tokenizer
+
+    tok = build_tokenizer(vocab_size=cfg.model.vocab_size)
+    return build_tiny_model(tok, arch=cfg.model.arch, size=cfg.model.size, seed=cfg.model.seed), tok
+
+
+def build_env(cfg: TrainConfig, model: Any, tok: Any) -> Env:
+    if cfg.data.source == "toy":
+        from swe_rl.train.toy import ToyRollouter, toy_sampler, toy_tasks
+
+        return Env(ToyRollouter(model, tok), toy_tasks(10, stride=2), toy_sampler)
+    import asyncio
+
+    from swe_rl.policy.hf import HFLocalPolicy
+    from swe_rl.tasks.generator import generate_tasks, sample_batch
+    from swe_rl.train.env import PipelineRollouter, SandboxSlots, demo_agent_config
+    from swe_rl.train.evaluate import HeldOutEval
+    from swe_rl.train.sft import prompts_dir
+
+    r = cfg.rollout
+    agent_cfg = demo_agent_config(prompts_dir(), max_new_tokens=r.max_new_tokens, max_steps=r.max_turns,
+                                  temperature=r.temperature)  # fmt: skip
+    slots = SandboxSlots(r.slots, cfg.sandbox)
+    policy = HFLocalPolicy(model, tok, max_batch=r.max_batch)
+    rollouter = PipelineRollouter(policy, tok, agent_cfg, slots, model=model)
+    d = cfg.data
+    tasks = generate_tasks(d.n_train, "train", d.seed, d.n_funcs)
+    held = generate_tasks(cfg.eval.n_tasks, "held_out", d.seed, d.n_funcs)
+    evaluator = HeldOutEval(rollouter, held, sampled=cfg.eval.sampled)
+    return Env(rollouter, tasks, sample_batch, evaluator, close=lambda: asyncio.run(slots.close()))
+
+
+def train_command(config_files: list[str], overrides: list[str], resume: bool) -> RunDir:
+    """Load the config, train, evaluate on held-out tasks at the end; returns the run directory."""
+    from swe_rl.config import load_config
+    from swe_rl.train.loop import train
+
+    cfg = load_config(TrainConfig, files=config_files, overrides=overrides)
+    run = RunDir.create(cfg.out_dir, cfg.name)
+    run.save_config(cfg)
+    model, tok = load_policy_model(cfg)
+    env = build_env(cfg, model, tok)
+    try:
+        state = train(cfg, run, model, tok, env.rollouter, env.tasks, sample_tasks=env.sample_tasks,
+                      evaluate=env.evaluator, resume=resume)  # fmt: skip
+        if env.evaluator is not None and not (cfg.eval.every and state.step % cfg.eval.every == 0):
+            final = env.evaluator(state.step)
+            run.log_metrics(state.step, {f"eval/{k}": v for k, v in final.items()})
+    finally:
+        env.close()
+    print(f"train: {state.step} steps, metrics in {run.metrics}, checkpoints in {run.checkpoints}")
+    return run

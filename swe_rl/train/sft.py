@@ -1,0 +1,181 @@
+"""`swe-rl sft`: supervised warm start of a tiny Qwen model on expert trajectories of generated micro tasks.
+
+1. expert transcripts: the generator's scripted solutions played through the real agent loop and tools
+   (swe_rl.train.expert), cached as JSONL so a rerun (or the demo) does not replay them;
+2. a byte-level BPE tokenizer trained on those transcripts (digits split, ChatML template);
+3. transcripts encoded exactly as the agent loop builds episodes; loss only on policy tokens (mask 1);
+4. AdamW with warmup; the model + tokenizer are saved as a HF folder that `swe-rl train` / `demo` start from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from swe_rl.config import StrictModel
+from swe_rl.runs import RunDir
+from swe_rl.train.config import ModelConfig
+
+
+class SFTConfig(StrictModel):
+    name: str = "sft"  # run name: runs/<name>
+    out_dir: str = "runs"  # base folder of runs
+    seed: int = 0  # data order and model init
+    n_tasks: int = 1200  # generated training tasks with one expert episode each
+    n_funcs: int = 3  # functions per generated module
+    data_seed: int = 0  # generator seed (the RL run must use the same one so held-out stays held out)
+    transcripts: str = ""  # JSONL cache of expert transcripts; "" = <run>/expert.jsonl
+    slots: int = 12  # sandboxes used to play the expert episodes
+    sandbox: dict[str, Any] = Field(
+        default_factory=lambda: {"backend": "docker", "image": "swe-rl/base:bookworm"}
+    )  # sandboxes config of the slots
+    steps: int = 600  # optimizer steps
+    batch: int = 32  # episodes per step
+    lr: float = 2e-3  # peak AdamW learning rate
+    warmup: int = 30  # linear warmup steps, then cosine to lr/10
+    grad_clip: float = 1.0  # max global grad norm
+    log_every: int = 20  # metrics line every N steps
+    model: ModelConfig = Field(default_factory=ModelConfig)  # architecture / size of the fresh model
+
+
+# Whole tags of the XML action format and fixed tool phrases as single tokens: the byte-level pre-tokenizer
+# splits "<parameter=old_str>" into five pieces BPE cannot merge, which made an action ~3x longer to generate.
+FIXED_TOKENS = [
+    "<function=file_editor>", "<function=submit>", "<function=execute_bash>", "</function>",
+    "<parameter=command>", "<parameter=path>", "<parameter=old_str>", "<parameter=new_str>", "</parameter>",
+    "str_replace", "/testbed/calc.py", "Execution output of [file_editor]:",
+    "Here's the result of running `cat -n` on", "has been edited. Here's a snippet of the edited region:",
+]  # fmt: skip
+ROLE_LINES = ["system\n", "user\n", "assistant\n"] * 200  # so BPE merges the ChatML role names
+
+
+def build_demo_tokenizer(transcripts: list[dict[str, Any]], vocab_size: int) -> Any:
+    """Byte-level BPE (digits split) trained on the expert transcripts, plus FIXED_TOKENS as added tokens."""
+    from swe_rl.policy.tiny import build_tokenizer
+    from swe_rl.train.expert import corpus
+
+    tok = build_tokenizer(corpus(transcripts) + ROLE_LINES, vocab_size=vocab_size)
+    tok.add_tokens(FIXED_TOKENS)
+    return tok
+
+
+def prompts_dir() -> str:
+    return str(Path(__file__).parent / "prompts")
+
+
+def load_or_make_transcripts(cfg: SFTConfig, path: Path) -> list[dict[str, Any]]:
+    """Expert transcripts from the cache, or played now through the real tools (and cached)."""
+    from swe_rl.policy.tiny import build_tokenizer
+    from swe_rl.tasks.generator import generate_tasks
+    from swe_rl.train.env import SandboxSlots, demo_agent_config
+    from swe_rl.train.expert import expert_trajectories, transcript
+
+    tasks = generate_tasks(cfg.n_tasks, "train", cfg.data_seed, cfg.n_funcs)
+    have: list[dict[str, Any]] = []
+    if path.is_file():
+        have = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    done = {t["task_id"] for t in have}
+    todo = [t for t in tasks if t.instance_id not in done]
+    if todo:
+        # A provisional tokenizer: transcripts are text, re-encoded later with the trained tokenizer.
+        agent_cfg = demo_agent_config(prompts_dir(), max_new_tokens=512)
+        slots = SandboxSlots(cfg.slots, cfg.sandbox)
+
+        async def play() -> None:
+            try:
+                for i in range(0, len(todo), 64):
+                    trajs = await expert_trajectories(todo[i : i + 64], build_tokenizer(), agent_cfg, slots)
+                    with path.open("a") as f:
+                        for t in trajs:
+                            if t.reward == 1.0:  # keep only verified solutions
+                                f.write(json.dumps(transcript(t)) + "\n")
+                                have.append(transcript(t))
+                    print(f"expert episodes: {min(i + 64, len(todo))}/{len(todo)}", flush=True)
+            finally:
+                await slots.close()
+
+        asyncio.run(play())
+    keep = {t.instance_id for t in tasks}
+    return [t for t in have if t["task_id"] in keep]
+
+
+def run_sft(cfg: SFTConfig) -> Path:
+    """Train and save; returns the folder holding model + tokenizer (runs/<name>/checkpoints/sft)."""
+    import torch
+
+    from swe_rl.policy.tiny import build_tiny_model
+    from swe_rl.train.env import demo_agent_config
+    from swe_rl.train.expert import encode_transcript
+
+    if cfg.model.threads:
+        torch.set_num_threads(cfg.model.threads)
+    run = RunDir.create(cfg.out_dir, cfg.name)
+    run.save_config(cfg)
+    cache = Path(cfg.transcripts) if cfg.transcripts else run.root / "expert.jsonl"
+    trs = load_or_make_transcripts(cfg, cache)
+    if not trs:
+        raise RuntimeError(f"no verified expert transcripts in {cache}")
+    tok = build_demo_tokenizer(trs, cfg.model.vocab_size)
+    agent_cfg = demo_agent_config(prompts_dir())
+    data = [encode_transcript(t, tok, agent_cfg) for t in trs]
+    model = build_tiny_model(tok, arch=cfg.model.arch, size=cfg.model.size, seed=cfg.model.seed)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"sft: {len(data)} expert episodes, mean {sum(len(d[0]) for d in data) / len(data):.0f} tokens, "
+          f"model {n_params / 1e6:.2f}M params", flush=True)  # fmt: skip
+    train_sft(model, tok, data, cfg, run)
+    out = run.checkpoints / "sft"
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    print(f"sft: saved {out}", flush=True)
+    return out
+
+
+def train_sft(
+    model: Any, tok: Any, data: list[tuple[list[int], list[int]]], cfg: SFTConfig, run: RunDir
+) -> None:
+    """Masked next-token cross-entropy (policy tokens only), token-mean over the batch."""
+    import torch
+
+    from swe_rl.agent.trajectory import Trajectory
+    from swe_rl.train.batch import collate, token_logprobs_entropy
+
+    rng = random.Random(cfg.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+
+    def lr_at(step: int) -> float:
+        if step < cfg.warmup:
+            return cfg.lr * (step + 1) / cfg.warmup
+        p = (step - cfg.warmup) / max(cfg.steps - cfg.warmup, 1)
+        return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
+
+    model.train()
+    t0, acc = time.monotonic(), 0.0
+    for step in range(cfg.steps):
+        picks = [data[rng.randrange(len(data))] for _ in range(cfg.batch)]
+        batch = collate([Trajectory("sft", token_ids=i, loss_mask=m) for i, m in picks], tok.pad_token_id)
+        logp, _ = token_logprobs_entropy(model, batch, with_entropy=False)
+        loss = -(logp * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        acc += float(loss)
+        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
+            k = (step % cfg.log_every) + 1
+            run.log_metrics(step + 1, {"sft_loss": acc / k, "grad_norm": float(gn), "lr": lr_at(step),
+                                       "elapsed_s": time.monotonic() - t0})  # fmt: skip
+            print(
+                f"sft step {step + 1}/{cfg.steps} loss {acc / k:.4f} ({time.monotonic() - t0:.0f}s)",
+                flush=True,
+            )
+            acc = 0.0
+    model.eval()

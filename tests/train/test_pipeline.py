@@ -1,0 +1,42 @@
+"""Generated tasks through the real pipeline: expert episodes in Docker sandbox slots, real grading, re-encoding."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from swe_rl.tasks.generator import generate_tasks
+
+
+@pytest.mark.docker
+def test_expert_episodes_resolve_and_reencode(tiny_tokenizer):
+    from swe_rl.train.env import CachedGrader, SandboxSlots, demo_agent_config
+    from swe_rl.train.expert import encode_transcript, expert_trajectories, transcript
+    from swe_rl.train.sft import prompts_dir
+
+    tasks = generate_tasks(3, "train", seed=5)
+    cfg = demo_agent_config(prompts_dir(), max_new_tokens=512)
+
+    async def main():
+        slots = SandboxSlots(2)
+        try:
+            trajs = await expert_trajectories(tasks, tiny_tokenizer, cfg, slots)
+            grader = CachedGrader(slots)
+            empty_fix = await grader(tasks[0], "")  # an empty patch leaves the bug: not resolved
+            wrong = tasks[0].patch.replace(tasks[0].metadata["expert"]["new"], "x * 123")
+            bad = await grader(tasks[0], wrong)
+            again = await grader(tasks[0], tasks[0].patch)
+            again2 = await grader(tasks[0], tasks[0].patch)
+            return trajs, empty_fix, bad, again, again2, grader
+        finally:
+            await slots.close()
+
+    trajs, empty_fix, bad, good, good2, grader = asyncio.run(main())
+    for t in trajs:
+        assert t.exit_status == "submitted", t.error
+        assert t.reward == 1.0 and t.resolved
+        ids, mask = encode_transcript(transcript(t), tiny_tokenizer, cfg)
+        assert ids == t.token_ids and mask == t.loss_mask  # SFT data = what the agent loop builds
+    assert empty_fix.reward == 0.0 and bad.reward == 0.0
+    assert good.reward == 1.0 and good2 is good and grader.hits >= 1
