@@ -59,9 +59,10 @@ def test_peer_small(tasks_micro_images, tmp_path, tasks_wrong_patch, tasks_write
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["gold", "empty", "wrong", "garbage"])
+@pytest.mark.parametrize("kind", ["gold", "empty", "wrong", "shifted", "garbage"])
 def test_peer_whole_suite(kind, tasks_micro_images, tmp_path, tasks_wrong_patch, tasks_write_jsonl):
     t = tasks_micro_images
     make = {"gold": lambda x: x.patch, "empty": lambda x: "", "wrong": lambda x: tasks_wrong_patch,
-            "garbage": lambda x: x.patch.replace("@@ -", "@@ -9")}  # fmt: skip
+            "shifted": lambda x: x.patch.replace("@@ -", "@@ -9"),  # wrong line numbers: the fallbacks apply it
+            "garbage": lambda x: x.patch.replace("diff --git a/", "diff --git a/missing/").replace("--- a/", "--- a/missing/").replace("+++ b/", "+++ b/missing/")}  # fmt: skip
     _agree(t, {iid: make[kind](task) for iid, task in t.items()}, tmp_path, tasks_write_jsonl, kind)
