@@ -8,6 +8,7 @@ by a threading HTTP server; generation runs on one background asyncio loop, so c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,8 +41,19 @@ class PolicyServer:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+        with contextlib.suppress(Exception):  # close the policy (its worker task) on its own loop first
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self.loop).result(timeout=30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._loop_thread.join(timeout=10)
+
+    async def _shutdown(self) -> None:
+        close = getattr(self.policy, "close", None)
+        if close is not None:
+            await close()
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in others:
+            t.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
 
     def __enter__(self) -> PolicyServer:
         return self.start()

@@ -1,0 +1,122 @@
+"""HFLocalPolicy against an unbatched full forward of the same tiny model: logprobs, entropy, batching, stops."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from swe_rl.policy.base import SamplingParams
+from swe_rl.policy.hf import HFLocalPolicy
+
+
+def reference(model, prompt: list[int], completion: list[int], temperature: float):
+    """(logprobs, entropies) of `completion` after `prompt` from one unpadded forward pass."""
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].float() / (temperature or 1.0)
+    logp = torch.log_softmax(logits, -1)
+    lp = logp.gather(-1, torch.tensor(completion)[:, None]).squeeze(-1)
+    ent = -(logp.exp() * logp).sum(-1)
+    return lp, ent
+
+
+async def test_batched_logprobs_and_entropy_match_full_forward(tiny_model, tiny_tokenizer):
+    policy = HFLocalPolicy(tiny_model, tiny_tokenizer, max_batch=8)
+    prompts = [
+        tiny_tokenizer(t)["input_ids"]
+        for t in ["def add(a, b):", "x", "The function returns the wrong value."]
+    ]
+    sp = SamplingParams(temperature=0.7, max_new_tokens=12, seed=3)
+    outs = await asyncio.gather(*(policy.generate(p, sp) for p in prompts))
+    await policy.close()
+    assert policy.stats["batches"] == 1 and policy.stats["requests"] == 3  # one left-padded batch
+    for p, c in zip(prompts, outs, strict=True):
+        assert (
+            len(c.token_ids) == len(c.logprobs) == len(c.token_entropy) == 12 and c.finish_reason == "length"
+        )
+        lp, ent = reference(tiny_model, p, c.token_ids, 0.7)
+        assert torch.allclose(torch.tensor(c.logprobs), lp, atol=1e-4)
+        assert torch.allclose(torch.tensor(c.token_entropy), ent, atol=1e-4)
+        assert c.text == tiny_tokenizer.decode(c.token_ids, skip_special_tokens=False)
+
+
+async def test_greedy_top_p_stop_and_zero_budget(tiny_model, tiny_tokenizer):
+    policy = HFLocalPolicy(tiny_model, tiny_tokenizer)
+    prompt = tiny_tokenizer("def add(a, b):")["input_ids"]
+    greedy = await policy.generate(prompt, SamplingParams(temperature=0, max_new_tokens=6))
+    ids = torch.tensor([prompt])
+    for tok in greedy.token_ids:  # greedy = argmax step by step
+        with torch.no_grad():
+            assert int(tiny_model(ids).logits[0, -1].argmax()) == tok
+        ids = torch.cat([ids, torch.tensor([[tok]])], dim=1)
+    nucleus = await policy.generate(prompt, SamplingParams(temperature=1.0, top_p=1e-6, max_new_tokens=6))
+    assert nucleus.token_ids == greedy.token_ids  # a vanishing nucleus keeps only the argmax
+    stop = greedy.token_ids[2]
+    stopped = await policy.generate(
+        prompt, SamplingParams(temperature=0, max_new_tokens=6, stop_token_ids=(stop,))
+    )
+    assert (
+        stopped.token_ids == greedy.token_ids[: greedy.token_ids.index(stop) + 1]
+        and stopped.finish_reason == "stop"
+    )
+    empty = await policy.generate(prompt, SamplingParams(max_new_tokens=0))
+    assert empty.token_ids == [] and empty.finish_reason == "length"
+    await policy.close()
+
+
+async def test_seeded_sampling_is_reproducible(tiny_model, tiny_tokenizer):
+    policy = HFLocalPolicy(tiny_model, tiny_tokenizer)
+    prompt = tiny_tokenizer("x")["input_ids"]
+    a = await policy.generate(prompt, SamplingParams(max_new_tokens=10, seed=7))
+    b = await policy.generate(prompt, SamplingParams(max_new_tokens=10, seed=7))
+    assert a.token_ids == b.token_ids
+    await policy.close()
+
+
+async def test_concurrent_requests_batch_and_finished_rows_leave(tiny_model, tiny_tokenizer):
+    policy = HFLocalPolicy(tiny_model, tiny_tokenizer, max_batch=4)
+    prompt = tiny_tokenizer("def")["input_ids"]
+    budgets = [1, 3, 8, 2, 5, 4]
+    outs = await asyncio.gather(
+        *(policy.generate(prompt, SamplingParams(max_new_tokens=n, seed=i)) for i, n in enumerate(budgets))
+    )
+    assert [len(c.token_ids) for c in outs] == budgets
+    assert policy.stats["batches"] == 2  # 6 requests, max_batch 4
+    for c in outs:  # rows dropped mid-batch did not disturb the others
+        lp, _ = reference(tiny_model, prompt, c.token_ids, 1.0)
+        assert torch.allclose(torch.tensor(c.logprobs), lp, atol=1e-4)
+    await policy.close()
+
+
+async def test_in_place_weight_updates_are_seen(tiny_tokenizer):
+    from swe_rl.policy.tiny import build_tiny_model
+
+    model = build_tiny_model(tiny_tokenizer, seed=5)
+    policy = HFLocalPolicy(model, tiny_tokenizer)
+    assert policy.model is model
+    prompt = tiny_tokenizer("x")["input_ids"]
+    before = await policy.generate(prompt, SamplingParams(temperature=0, max_new_tokens=4))
+    with torch.no_grad():  # what a trainer step does: mutate parameters in place
+        for p in model.parameters():
+            p.mul_(-3.0)
+    after = await policy.generate(prompt, SamplingParams(temperature=0, max_new_tokens=4))
+    lp, _ = reference(model, prompt, after.token_ids, 1.0)
+    assert torch.allclose(torch.tensor(after.logprobs), lp, atol=1e-4)
+    assert after.logprobs != before.logprobs
+    await policy.close()
+
+
+async def test_errors_reach_the_caller_and_the_worker_survives(tiny_model, tiny_tokenizer):
+    policy = HFLocalPolicy(tiny_model, tiny_tokenizer)
+    with pytest.raises(IndexError):
+        await policy.generate([10**6], SamplingParams(max_new_tokens=2))  # token id outside the vocabulary
+    ok = await policy.generate(tiny_tokenizer("x")["input_ids"], SamplingParams(max_new_tokens=2))
+    assert len(ok.token_ids) == 2
+    await policy.close()
+
+
+def test_bad_batch_size(tiny_model, tiny_tokenizer):
+    with pytest.raises(ValueError, match="max_batch"):
+        HFLocalPolicy(tiny_model, tiny_tokenizer, max_batch=0)

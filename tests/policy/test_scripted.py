@@ -1,0 +1,84 @@
+"""Scripted policies: the gold-patch reader and the replies it produces (real tokenization, parseable actions)."""
+
+from __future__ import annotations
+
+import pytest
+
+from swe_rl.agent.parsing import parse_action
+from swe_rl.policy.base import SamplingParams
+from swe_rl.policy.scripted import ReplayPolicy, ScriptedGoldPolicy, gold_replies, parse_unified_diff
+from swe_rl.tasks.task import Task
+
+PATCH = """diff --git a/pkg/a.py b/pkg/a.py
+index 1111111..2222222 100644
+--- a/pkg/a.py
++++ b/pkg/a.py
+@@ -1,3 +1,3 @@
+ def f():
+-    return 1
++    return 2
+
+@@ -10,2 +10,3 @@ def g():
+ x = 1
++y = 2
+diff --git a/pkg/new.py b/pkg/new.py
+new file mode 100644
+--- /dev/null
++++ b/pkg/new.py
+@@ -0,0 +1,2 @@
++A = 1
++B = 2
+\\ No newline at end of file
+diff --git a/old.txt b/old.txt
+deleted file mode 100644
+--- a/old.txt
++++ /dev/null
+@@ -1 +0,0 @@
+-bye
+"""
+
+
+def test_parse_unified_diff():
+    files = parse_unified_diff(PATCH)
+    assert [f.path for f in files] == ["pkg/a.py", "pkg/new.py", "old.txt"]
+    a, new, old = files
+    assert a.hunks == [("def f():\n    return 1\n", "def f():\n    return 2\n"), ("x = 1", "x = 1\ny = 2")]
+    assert new.new_file and new.hunks == [("", "A = 1\nB = 2")]
+    assert old.deleted
+
+
+@pytest.mark.parametrize("fmt", ["xml", "hermes"])
+def test_gold_replies_parse_to_the_right_actions(fmt):
+    actions = [parse_action(r, fmt) for r in gold_replies(PATCH, repo_dir="/r", fmt=fmt)]
+    names = [(a.name, a.params.get("command")) for a in actions]
+    assert names == [
+        ("file_editor", "view"),
+        ("file_editor", "str_replace"),
+        ("file_editor", "str_replace"),
+        ("file_editor", "create"),
+        ("execute_bash", "rm /r/old.txt"),
+        ("execute_bash", "python -m pytest -q"),
+        ("submit", None),
+    ]
+    assert (
+        actions[1].params["old_str"] == "def f():\n    return 1\n"
+        and actions[3].params["file_text"] == "A = 1\nB = 2\n"
+    )
+
+
+async def test_replay_policy_tokens_and_length_cut(tiny_tokenizer):
+    policy = ReplayPolicy(tiny_tokenizer, ["hello", "bye"])
+    eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    a = await policy.generate([1], SamplingParams())
+    assert a.token_ids[-1] == eos and a.text == "hello<|im_end|>" and a.finish_reason == "stop"
+    b = await policy.generate([1], SamplingParams(max_new_tokens=1))
+    assert len(b.token_ids) == 1 and b.finish_reason == "length"
+    c = await policy.generate([1], SamplingParams())
+    assert c.text == "bye<|im_end|>"  # the last reply repeats
+
+
+def test_gold_policy_needs_a_patch(tiny_tokenizer):
+    with pytest.raises(ValueError, match="no gold patch"):
+        ScriptedGoldPolicy(Task(instance_id="t"), tiny_tokenizer)
+    with pytest.raises(ValueError, match="at least one reply"):
+        ReplayPolicy(tiny_tokenizer, [])
