@@ -14,17 +14,19 @@ from swe_rl.config import StrictModel
 
 
 class ClusterConfig(StrictModel):
-    nodes: int = Field(1, ge=1)  # nodes running DeepSpeed actor ranks (--actor.num_nodes)
-    gpus_per_node: int = Field(8, ge=1)  # GPUs per node for the actor (--actor.num_gpus_per_node)
-    vllm_engines: int = Field(8, ge=1)  # vLLM rollout engines (--vllm.num_engines)
-    vllm_tp: int = Field(1, ge=1)  # tensor parallel size of each engine (--vllm.tensor_parallel_size)
+    nodes: int = Field(default=1, ge=1)  # nodes running DeepSpeed actor ranks (--actor.num_nodes)
+    gpus_per_node: int = Field(default=8, ge=1)  # GPUs per node for the actor (--actor.num_gpus_per_node)
+    vllm_engines: int = Field(default=8, ge=1)  # vLLM rollout engines (--vllm.num_engines)
+    vllm_tp: int = Field(default=1, ge=1)  # tensor parallel size of each engine (--vllm.tensor_parallel_size)
     colocate_all: bool = (
         True  # hybrid engine: actor, ref and vLLM share GPUs (needs nodes*gpus == engines*tp)
     )
-    gpu_memory_utilization: float = Field(0.6, gt=0, le=1)  # vLLM share of GPU memory when colocated
+    gpu_memory_utilization: float = Field(default=0.6, gt=0, le=1)  # vLLM share of GPU memory when colocated
     enforce_eager: bool = False  # disable CUDA graphs in vLLM (saves memory, slower decode)
-    zero_stage: int = Field(3, ge=0, le=3)  # DeepSpeed ZeRO stage
-    ring_attn_size: int = Field(1, ge=1)  # context parallelism for long sequences (--ds.ring_attn_size)
+    zero_stage: int = Field(default=3, ge=0, le=3)  # DeepSpeed ZeRO stage
+    ring_attn_size: int = Field(
+        default=1, ge=1
+    )  # context parallelism for long sequences (--ds.ring_attn_size)
     adam_offload: bool = False  # offload Adam states to CPU (--ds.adam_offload)
     ray_address: str | None = None  # existing cluster ("auto" or host:port); None = start a local Ray
 
@@ -37,59 +39,59 @@ class ModelConfig(StrictModel):
 
 
 class RolloutConfig(StrictModel):
-    prompts_per_step: int = Field(64, ge=1)  # tasks per training step (--rollout.batch_size)
-    samples_per_prompt: int = Field(
-        8, ge=1
-    )  # rollouts per task = GRPO group size (--rollout.n_samples_per_prompt)
-    temperature: float = Field(1.0, gt=0)  # sampling temperature (also scales the trainer's logits)
-    top_p: float = Field(1.0, gt=0, le=1)  # nucleus sampling
-    max_len: int = Field(32768, ge=256)  # whole-episode token budget: prompt + all turns + observations
-    max_new_tokens: int = Field(
-        8192, ge=16
-    )  # room reserved when truncating the initial prompt (not a turn cap)
+    prompts_per_step: int = Field(default=64, ge=1)  # tasks per training step (--rollout.batch_size)
+    samples_per_prompt: int = Field(default=8, ge=1)  # rollouts per task = GRPO group size
+    temperature: float = Field(default=1.0, gt=0)  # sampling temperature (also scales the trainer's logits)
+    top_p: float = Field(default=1.0, gt=0, le=1)  # nucleus sampling
+    max_len: int = Field(
+        default=32768, ge=256
+    )  # whole-episode token budget: prompt + all turns + observations
+    max_new_tokens: int = Field(default=8192, ge=16)  # reserved when truncating the prompt (not a turn cap)
     dynamic_filtering: bool = False  # reject groups whose mean score is 0 or 1 (all-equal binary groups)
-    max_tokens_per_gpu: int | None = (
-        None  # dynamic batching token budget per GPU (None = fixed micro-batches)
-    )
+    max_tokens_per_gpu: int | None = None  # dynamic batching tokens per GPU (None = fixed micro-batches)
 
 
 class OptimConfig(StrictModel):
     estimator: Literal["group_norm", "dr_grpo", "rloo", "reinforce_baseline"] = "group_norm"  # base advantage
-    lr: float = Field(1e-6, gt=0)  # actor learning rate (--actor.adam.lr)
-    warmup_ratio: float = Field(0.0, ge=0, le=1)  # linear warm-up share of all steps
+    lr: float = Field(default=1e-6, gt=0)  # actor learning rate (--actor.adam.lr)
+    warmup_ratio: float = Field(default=0.0, ge=0, le=1)  # linear warm-up share of all steps
     lr_scheduler: str = "constant_with_warmup"  # transformers scheduler name
-    clip_low: float = Field(0.2, gt=0)  # PPO ratio clip below 1
-    clip_high: float = Field(0.28, gt=0)  # PPO ratio clip above 1 (DAPO clip-higher)
-    kl_coef: float = Field(0.0, ge=0)  # KL to the reference; 0 = no reference model at all
+    clip_low: float = Field(default=0.2, gt=0)  # PPO ratio clip below 1
+    clip_high: float = Field(default=0.28, gt=0)  # PPO ratio clip above 1 (DAPO clip-higher)
+    kl_coef: float = Field(default=0.0, ge=0)  # KL to the reference; 0 = no reference model at all
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"  # used only when kl_coef > 0 (as a loss)
     entropy_coef: float | None = None  # None = no entropy term; 0 = log entropy only
     loss_agg_mode: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"  # policy-loss aggregation
-    train_batch_size: int = Field(512, ge=1)  # samples per optimizer step (--train.batch_size)
-    micro_batch_size: int = Field(1, ge=1)  # per-GPU micro-batch for training forwards
-    rollout_micro_batch_size: int = Field(1, ge=1)  # per-GPU micro-batch for the old-log-prob forward
-    max_epochs: int = Field(1, ge=1)  # PPO epochs over each rollout batch
+    train_batch_size: int = Field(default=512, ge=1)  # samples per optimizer step (--train.batch_size)
+    micro_batch_size: int = Field(default=1, ge=1)  # per-GPU micro-batch for training forwards
+    rollout_micro_batch_size: int = Field(default=1, ge=1)  # per-GPU micro-batch for the old-log-prob forward
+    max_epochs: int = Field(default=1, ge=1)  # PPO epochs over each rollout batch
     num_episodes: int = Field(
-        1, ge=1
-    )  # passes over the prompt dataset (steps = rows*episodes/prompts_per_step)
-    max_norm: float = Field(1.0, gt=0)  # gradient clipping
+        default=1, ge=1
+    )  # passes over the prompt dataset (steps = rows*n*episodes/batch)
+    max_norm: float = Field(default=1.0, gt=0)  # gradient clipping
 
 
 class AemConfig(StrictModel):
     enabled: bool = True  # run the AEM modulation after OpenRLHF's base advantage
-    lam: float = Field(1.0, ge=0)  # λ in α = exp(−λ·minmax(H̄)) / mean
-    min_range: float = Field(0.1, ge=0)  # groups whose H̄ range is below this (nats) keep α = 1
+    lam: float = Field(default=1.0, ge=0)  # λ in α = exp(−λ·minmax(H̄)) / mean
+    min_range: float = Field(default=0.1, ge=0)  # groups whose H̄ range is below this (nats) keep α = 1
     scope: Literal["group", "trajectory", "batch"] = "group"  # which spans are normalised together
     reverse: bool = False  # the paper's ablation w = exp(+λ·H̃)
     entropy_source: Literal["exact", "surprisal"] = "exact"  # exact: from the old-log-prob forward (chunked)
-    entropy_chunk: int = Field(1024, ge=1)  # tokens per chunk of the exact entropy (memory ~ chunk × vocab)
+    entropy_chunk: int = Field(
+        default=1024, ge=1
+    )  # tokens per chunk of the exact entropy (memory ~ chunk × vocab)
     compact_filter: bool = False  # DeepSWE: zero reward and advantage of truncated / timed-out episodes
 
 
 class AgentConfig(StrictModel):
-    max_steps: int = Field(50, ge=1)  # agent turns per episode (OpenRLHF has no max-turns flag)
-    command_timeout_s: float = Field(90.0, gt=0)  # per tool command inside the sandbox
-    episode_timeout_s: float = Field(3600.0, gt=0)  # whole episode wall clock (exit "timeout", truncated)
-    max_concurrent_sandboxes: int = Field(64, ge=1)  # per vLLM engine process (our own semaphore)
+    max_steps: int = Field(default=50, ge=1)  # agent turns per episode (OpenRLHF has no max-turns flag)
+    command_timeout_s: float = Field(default=90.0, gt=0)  # per tool command inside the sandbox
+    episode_timeout_s: float = Field(
+        default=3600.0, gt=0
+    )  # whole episode wall clock (exit "timeout", truncated)
+    max_concurrent_sandboxes: int = Field(default=64, ge=1)  # per vLLM engine process (our own semaphore)
     sandbox: dict[str, Any] = {
         "backend": "docker"
     }  # sandboxes config (backend union); images come from tasks
@@ -120,7 +122,7 @@ class AgentConfig(StrictModel):
                 f"agent.loop: {clash} are set by agent.* / rollout.* (remove them from agent.loop)"
             )
         try:
-            return LoopConfig(**self.loop, **fixed)
+            return LoopConfig.model_validate({**self.loop, **fixed})
         except ValueError as e:
             raise ValueError(f"agent.loop: {e}") from e
 
@@ -134,16 +136,16 @@ class DataConfig(StrictModel):
 class CheckpointConfig(StrictModel):
     path: str = "runs/openrlhf/checkpoints"  # DeepSpeed + HF checkpoints (--ckpt.path)
     output_dir: str = "runs/openrlhf/final"  # final HF model (--ckpt.output_dir)
-    save_steps: int = Field(10, ge=-1)  # -1 = never
+    save_steps: int = Field(default=10, ge=-1)  # -1 = never
     save_hf: bool = True  # also write HF-format checkpoints
-    eval_steps: int = Field(-1, ge=-1)  # -1 = no periodic eval
+    eval_steps: int = Field(default=-1, ge=-1)  # -1 = no periodic eval
 
 
 class LoggingConfig(StrictModel):
     wandb_project: str | None = None  # wandb project (key from WANDB_API_KEY); None = no wandb
     wandb_run_name: str | None = None  # defaults to the run name
     tensorboard_dir: str | None = None  # TensorBoard directory
-    logging_steps: int = Field(1, ge=1)  # log every n steps
+    logging_steps: int = Field(default=1, ge=1)  # log every n steps
 
 
 class OpenRLHFTrainConfig(StrictModel):

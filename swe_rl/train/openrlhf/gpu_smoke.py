@@ -93,12 +93,10 @@ def build_model(p: dict, device: str):
         intermediate_size=p["ffn"],
         max_position_embeddings=max(p["seq"], 4096),
         tie_word_embeddings=True,
-        initializer_range=p.get(
-            "init", 0.02
-        ),  # a wider init gives peaky, varied token entropies (AEM active)
+        initializer_range=p.get("init", 0.02),  # wider init: peaky, varied token entropies (AEM active)
     )
     torch.manual_seed(0)
-    model = Qwen2ForCausalLM(cfg).to(device=device, dtype=torch.bfloat16)
+    model = Qwen2ForCausalLM(cfg).to(device=device, dtype=torch.bfloat16)  # type: ignore[call-arg]
     if device == "cuda":
         model.gradient_checkpointing_enable()
     return model
@@ -196,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{torch.cuda.get_device_name() if args.device == 'cuda' else 'cpu'}",
         flush=True,
     )
-    ent = check_entropy(args.device, p["ent_tokens"], args.chunk)
+    ent = check_entropy(args.device, int(p["ent_tokens"]), args.chunk)
     print("entropy " + json.dumps(ent), flush=True)
     train = train_steps(p, args.device, args.steps, args.chunk)
     print("train " + json.dumps(train), flush=True)
