@@ -21,7 +21,7 @@ def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
     """(N, V) logits of any float dtype -> (N,) fp32 entropy in nats at the given sampling temperature.
 
     Two (N, V) fp32 buffers at most: the shifted logits z' = z − max z and e = exp(z'); then with s = Σ e,
-    H = log s − Σ e·z' / s (a batched dot product, so e·z' is never stored). In-place, so not differentiable by
+    H = log s − Σ e·z' / s (e·z' overwrites e). In-place, so not differentiable by
     itself: `token_entropy` wraps it with a hand-written backward."""
     z = logits.to(torch.float32, copy=True)  # our own buffer: shifted in place below
     if temperature != 1.0:
@@ -29,7 +29,7 @@ def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
     z.sub_(z.amax(dim=-1, keepdim=True))
     e = torch.exp(z)
     s = e.sum(-1)
-    dot = torch.bmm(e.unsqueeze(1), z.unsqueeze(2)).view(-1)  # (N,) Σ_v e_v z'_v
+    dot = e.mul_(z).sum(-1)  # (N,) Σ_v e_v z'_v, reusing e's buffer (torch's sum is pairwise: accurate)
     return torch.log(s) - dot / s
 
 

@@ -1,9 +1,10 @@
 """Response spans: a span = one agent turn = a maximal run of 1s in a row of the loss mask.
 
-`span_index(loss_mask)` numbers every span of a (B, T) batch once (row-major, so spans are ordered by trajectory
-then by turn) and gives the span → (row, turn index, length) maps. `span_sum` / `span_mean` reduce a token tensor
-per span with one scatter-add, `broadcast` writes one value per span back onto the span's tokens with one gather.
-No Python loop over spans or rows anywhere.
+`span_index(loss_mask)` run-length encodes the flattened (B, T) mask once — runs alternate off-span / span and
+never cross a row boundary — and numbers the spans row-major (so by trajectory, then by turn), with the span →
+(row, turn index, length) maps. `span_sum` / `span_mean` reduce a token tensor per span with one segment-reduce
+over the runs, `broadcast` writes one value per span back onto its tokens with one cumsum + gather. No Python loop over
+spans or rows, and no (B, T) integer id tensor unless `ids` is asked for.
 """
 
 from __future__ import annotations
@@ -16,22 +17,28 @@ from torch import Tensor
 
 @dataclass(frozen=True)
 class SpanIndex:
-    """Span numbering of a (B, T) loss mask. S = number of spans in the whole batch."""
+    """Span numbering of a (B, T) loss mask. R = number of runs, S = number of spans in the whole batch."""
 
-    bins: Tensor  # (B, T) int64: span id + 1 on span tokens, 0 off-span (a scatter/gather bin, 0 = the dump bin)
+    run_start: Tensor  # (B·T,) bool: True where a run starts (flattened; every row starts one)
+    run_lengths: Tensor  # (R,) int64: lengths of the runs covering the flattened mask in order (sum = B·T)
+    run_span: Tensor  # (R,) int64: span id of each run, −1 for an off-span run
     traj: Tensor  # (S,) int64: row (trajectory) of each span
     turn: Tensor  # (S,) int64: 0-based turn index of the span inside its row
-    length: Tensor  # (S,) int64: number of tokens of the span (>= 1 for mask-derived spans)
-    num_rows: int  # B
+    length: Tensor  # (S,) int64: number of tokens of the span (>= 1)
+    shape: tuple[int, int]  # (B, T)
 
     @property
     def num_spans(self) -> int:
         return int(self.traj.numel())
 
     @property
+    def num_rows(self) -> int:
+        return self.shape[0]
+
+    @property
     def ids(self) -> Tensor:
-        """(B, T) int64 span id, -1 off-span."""
-        return self.bins - 1
+        """(B, T) int64 span id, −1 off-span (materialized on demand)."""
+        return broadcast(torch.arange(self.num_spans, device=self.traj.device), self, fill=-1)
 
     def group(self, row_group: Tensor) -> Tensor:
         """(S,) group id of each span, from a (B,) per-row group id."""
@@ -46,39 +53,51 @@ def span_index(loss_mask: Tensor) -> SpanIndex:
     """Number the spans of a (B, T) mask (bool, int or float; nonzero = policy token)."""
     if loss_mask.dim() != 2:
         raise ValueError(f"loss_mask: expected a (B, T) tensor, got shape {tuple(loss_mask.shape)}")
-    m = loss_mask != 0  # (B, T) bool
-    b, t = m.shape
-    starts = m.clone()
-    starts[:, 1:] &= ~m[:, :-1]  # a span starts where the mask turns on (or at column 0)
-    # Global running count of starts = span id + 1 on every token after a start; zeroed off-span.
-    bins = starts.view(-1).cumsum(0).view(b, t)
-    bins.masked_fill_(~m, 0)
-    traj = starts.nonzero()[:, 0]  # (S,) rows, row-major order matches the numbering above
-    per_row = starts.sum(1)  # (B,)
+    b, t = loss_mask.shape
+    m = (loss_mask if loss_mask.dtype == torch.bool else loss_mask != 0).reshape(-1)
+    n = m.numel()
+    if n == 0:
+        empty = torch.zeros(0, dtype=torch.long, device=m.device)
+        return SpanIndex(m, empty, empty, empty, empty, empty, (b, t))
+    change = torch.empty(n, dtype=torch.bool, device=m.device)
+    torch.ne(m[1:], m[:-1], out=change[1:])
+    change.view(b, t)[:, 0] = True  # every row starts a new run, so runs never cross rows
+    starts = change.nonzero().view(-1)  # (R,) flat start of each run
+    run_lengths = torch.diff(starts, append=starts.new_full((1,), n))
+    on = m[starts]  # (R,) run is a span
+    run_span = torch.where(on, on.cumsum(0) - 1, -1)
+    span_start = starts[on]
+    traj = span_start // t
+    per_row = torch.bincount(traj, minlength=b)
     first_of_row = per_row.cumsum(0) - per_row  # (B,) global id of each row's first span
-    num = int(traj.numel())
-    turn = torch.arange(num, device=m.device) - first_of_row[traj]
-    length = torch.bincount(bins.view(-1), minlength=num + 1)[1:]
-    return SpanIndex(bins=bins, traj=traj, turn=turn, length=length, num_rows=b)
+    turn = torch.arange(traj.numel(), device=m.device) - first_of_row[traj]
+    return SpanIndex(change, run_lengths, run_span, traj, turn, run_lengths[on], (b, t))
 
 
 def span_sum(values: Tensor, index: SpanIndex, dtype: torch.dtype = torch.float32) -> Tensor:
-    """(S,) sum of a (B, T) token tensor over each span's tokens, accumulated in `dtype`."""
-    if values.shape != index.bins.shape:
-        raise ValueError(f"values: expected shape {tuple(index.bins.shape)}, got {tuple(values.shape)}")
-    out = torch.zeros(index.num_spans + 1, dtype=dtype, device=values.device)
-    out.index_add_(0, index.bins.view(-1), values.reshape(-1).to(dtype))
-    return out[1:]
+    """(S,) sum of a (B, T) token tensor over each span's tokens, accumulated in `dtype` (differentiable).
+    Off-span values only enter off-span runs, so NaN on padding cannot leak into a span."""
+    if tuple(values.shape) != index.shape:
+        raise ValueError(f"values: expected shape {index.shape}, got {tuple(values.shape)}")
+    if index.run_lengths.numel() == 0:
+        return values.new_zeros(0, dtype=dtype)
+    runs = torch.segment_reduce(values.reshape(-1).to(dtype), "sum", lengths=index.run_lengths)
+    return runs[index.run_span >= 0]
 
 
 def span_mean(values: Tensor, index: SpanIndex, dtype: torch.dtype = torch.float32) -> Tensor:
     """(S,) length-normalized mean of a (B, T) token tensor over each span (e.g. mean token entropy H̄)."""
-    return span_sum(values, index, dtype) / index.length.clamp(min=1).to(dtype)
+    return span_sum(values, index, dtype) / index.length.to(dtype)
 
 
 def broadcast(span_values: Tensor, index: SpanIndex, fill: float = 0.0) -> Tensor:
-    """(B, T) tensor with each span's value on its tokens and `fill` off-span."""
+    """(B, T) tensor with each span's value on its tokens and `fill` off-span (differentiable)."""
     if span_values.shape != (index.num_spans,):
         raise ValueError(f"span_values: expected shape ({index.num_spans},), got {tuple(span_values.shape)}")
-    padded = torch.cat([span_values.new_full((1,), fill), span_values])  # bin 0 = off-span
-    return padded[index.bins]
+    fill_t = span_values.new_full((1,), fill)
+    # values per run, behind a dummy slot 0: the running count of run starts is then the slot of each token
+    run_values = torch.cat([fill_t, torch.cat([fill_t, span_values])[index.run_span + 1]])
+    n = index.run_start.numel()
+    dtype = torch.int32 if n < 2**31 else torch.int64  # int32 halves the index traffic
+    slot = torch.cumsum(index.run_start, 0, dtype=dtype)
+    return run_values.index_select(0, slot).view(index.shape)
