@@ -92,6 +92,13 @@ async def _materialize(sb: Sandbox, task: Task) -> None:
         raise SandboxError(f"could not commit the generated repo: {res.output[-500:]}")
 
 
+async def _setup(sb: Sandbox, task: Task) -> None:
+    """metadata.setup_script (e.g. R2E-Gym's hiding of its tests) runs in a fresh sandbox before anything else."""
+    script = task.metadata.get("setup_script")
+    if script:
+        await sb.exec(script, cwd=WORKDIR, timeout=300)
+
+
 async def _apply_patch(sb: Sandbox, patch: str) -> tuple[bool, str]:
     """swebench's apply chain; returns (applied, log of the attempts)."""
     from swebench.harness.run_evaluation import GIT_APPLY_CMDS
@@ -156,6 +163,7 @@ async def grade(
     try:
         async with sandbox_factory(task) as sb:
             await _materialize(sb, task)
+            await _setup(sb, task)
             applied, apply_log = (True, "") if not patch.strip() else await _apply_patch(sb, patch)
             if not applied:
                 tests = {"patch_exists": True, "patch_successfully_applied": False, "resolved": False}
@@ -172,7 +180,12 @@ async def grade(
         return _infra("sandbox_error", str(e))
     if timed_out:
         return _infra("test_timeout", log + f"\n\nTimeout error: {timeout:g} seconds exceeded.")
-    report = report_from_log(task, patch, log)
+    if task.metadata.get("grader") == "r2e_gym":
+        from swe_rl.tasks.grading_r2e import r2e_report
+
+        report = r2e_report(log, task.metadata.get("expected_output") or {})
+    else:
+        report = report_from_log(task, patch, log)
     report["empty_patch"] = not patch.strip()
     if report.get("infra_failure"):
         return _infra(f"environment:{report.get('infra_failure_reason', 'unknown')}", log, report)

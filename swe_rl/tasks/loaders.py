@@ -32,13 +32,17 @@ class TaskLoadError(ValueError):
 def known_log_parsers() -> set[str]:
     from swebench.harness.log_parsers import PARSER_REGISTRY
 
-    return set(PARSER_REGISTRY)
+    from swe_rl.tasks.adapters import R2E_LOG_PARSER
+
+    return {*PARSER_REGISTRY, R2E_LOG_PARSER}  # swebench's parsers + R2E-Gym's (grading_r2e.py)
 
 
 def _row_problems(row: dict[str, Any], parsers: set[str], require_grading: bool) -> list[str]:
     problems = []
     fields = REQUIRED_FIELDS if require_grading else ("instance_id",)
-    problems += [f"field {f!r}: missing (required for grading)" for f in fields if not row.get(f)]
+    # test lists may be empty (PASS_TO_PASS often is) but must be present; strings must be non-empty
+    absent = [f for f in fields if (row.get(f) is None if f.endswith("_TO_PASS") else not row.get(f))]
+    problems += [f"field {f!r}: missing (required for grading)" for f in absent]
     parser = row.get("log_parser")
     if parser and parser not in parsers:
         problems.append(
