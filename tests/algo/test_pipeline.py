@@ -103,3 +103,28 @@ def test_policy_loss_with_kl_entropy_and_epo():
     assert (cur_ent.grad[res.loss_mask == 0] == 0).all() and (logp.grad[res.loss_mask == 0] == 0).all()
     with pytest.raises(ValueError, match="ref_logp"):
         compute_policy_loss(cfg, logp, logp, res.token_advantages, res.loss_mask, token_entropy=cur_ent)
+
+
+@pytest.mark.parametrize("kind", ["none", "aem", "empg"])
+@pytest.mark.parametrize("shape", [(3, 5), (1, 1), (0, 4)])
+def test_degenerate_batches(kind, shape):
+    mask = torch.zeros(shape, dtype=torch.int64) if shape != (1, 1) else torch.ones(shape)
+    b = shape[0]
+    cfg = AlgoConfig.model_validate({"modulator": {"kind": kind}, "epo": {"enabled": True}})
+    ent = torch.rand(shape, requires_grad=True)
+    res = compute_advantages(
+        cfg, torch.ones(b), torch.zeros(b, dtype=torch.long), torch.ones(b, dtype=torch.bool), mask, ent
+    )
+    assert res.token_advantages.shape == shape and not res.token_advantages.requires_grad
+    logp = torch.randn(shape, requires_grad=True)
+    loss, _ = compute_policy_loss(
+        cfg,
+        logp,
+        logp.detach(),
+        res.token_advantages,
+        res.loss_mask,
+        token_entropy=ent,
+        epo_history=EntropyHistory([0.3]),
+    )
+    loss.backward()
+    assert torch.isfinite(loss)

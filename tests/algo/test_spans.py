@@ -51,3 +51,18 @@ def test_bad_shape_is_one_clear_error():
 
     with pytest.raises(ValueError, match="loss_mask"):
         span_index(torch.ones(3))
+
+
+def test_nan_off_span_does_not_leak_and_gradients_flow():
+    m = torch.tensor([[0, 1, 1, 0], [1, 0, 0, 1]])
+    idx = span_index(m)
+    v = torch.tensor(
+        [[float("nan"), 1.0, 3.0, float("inf")], [2.0, float("nan"), 0.0, 5.0]], requires_grad=True
+    )
+    means = span_mean(v, idx)
+    assert means.tolist() == [2.0, 2.0, 5.0]
+    means.sum().backward()
+    assert v.grad.tolist() == [[0.0, 0.5, 0.5, 0.0], [1.0, 0.0, 0.0, 1.0]]
+    s = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (broadcast(s, idx) * torch.arange(8.0).view(2, 4)).sum().backward()
+    assert s.grad.tolist() == [1.0 + 2.0, 4.0, 7.0]
