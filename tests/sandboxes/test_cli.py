@@ -1,0 +1,59 @@
+"""The `sandboxes` CLI against the real engine (typer's runner, in process)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from sandboxes.cli import app
+
+pytestmark = pytest.mark.docker
+
+
+def test_run_passes_output_and_exit_code(sbx_cfg):
+    runner = CliRunner()
+    res = runner.invoke(app, ["run", sbx_cfg().image, "--memory", "128m", "--", "ls /sys/class/net; exit 3"])
+    assert res.exit_code == 3 and res.stdout == "lo\n"
+    res = runner.invoke(app, ["run", sbx_cfg().image, "--timeout", "1", "--", "sleep", "30"])
+    assert res.exit_code == 124
+    res = runner.invoke(app, ["run", sbx_cfg().image])
+    assert res.exit_code == 2 and "no command given" in res.output
+
+
+def test_build_has_no_network_and_ls_reap_are_scoped(sbx_cfg, sbx_docker_client, tmp_path):
+    tag = f"sbx-pytest/derived:{os.getpid()}"
+    (tmp_path / "Dockerfile").write_text(f"FROM {sbx_cfg().image}\nRUN ls /sys/class/net > /nets\n")
+    runner = CliRunner()
+    try:
+        res = runner.invoke(app, ["build", str(tmp_path), "--tag", tag])
+        assert res.exit_code == 0, res.output
+        res = runner.invoke(app, ["run", tag, "--", "cat /nets"])
+        assert res.stdout == "lo\n"  # the build step saw only loopback
+    finally:
+        sbx_docker_client.api.remove_image(tag, force=True)
+    res = runner.invoke(app, ["build", str(tmp_path / "nope"), "--tag", tag])
+    assert res.exit_code == 1 and "nope" in res.output
+    res = runner.invoke(app, ["ls", "--run-id", f"none-{os.getpid()}"])
+    assert res.exit_code == 0 and "0 sandbox container(s)" in res.stdout
+    res = runner.invoke(app, ["reap", "--dry-run", "--run-id", f"none-{os.getpid()}"])
+    assert res.exit_code == 0 and "0 container(s) to reap" in res.stdout
+    res = runner.invoke(app, ["build-base", "--tag", sbx_cfg().image])
+    assert res.exit_code == 0 and "present" in res.stdout  # idempotent: an existing base is kept
+
+
+@pytest.mark.slow
+def test_build_base_from_debootstrap(sbx_docker_client):
+    tag = f"sbx-pytest/base:{os.getpid()}"
+    try:
+        res = CliRunner().invoke(app, ["build-base", "--tag", tag, "--force"])
+        assert res.exit_code == 0, res.output
+        cfg = sbx_docker_client.api.inspect_image(tag)["Config"]
+        assert cfg["StopSignal"] == "SIGKILL"
+        res = CliRunner().invoke(
+            app, ["run", tag, "--", "python3 -m pytest --version && git --version && patch -v"]
+        )
+        assert res.exit_code == 0, res.output
+    finally:
+        sbx_docker_client.api.remove_image(tag, force=True)
