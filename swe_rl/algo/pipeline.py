@@ -10,7 +10,7 @@ After the optimizer step of RL step k (EPO only):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import NamedTuple
 
 import torch
@@ -30,6 +30,12 @@ class AdvantageResult(NamedTuple):
     loss_mask: Tensor  # (B, T) input dtype; zero rows for compact-filtered and invalid trajectories
     keep: Tensor  # (B,) bool DAPO keep-mask (all True when dynamic filtering is off); drop rows where False
     diagnostics: dict[str, float]  # flat, for metrics.jsonl ("adv/…", "aem/…")
+
+
+def group_ids_from(keys: Sequence[Hashable]) -> Tensor:
+    """(B,) int64 group ids from per-row keys (e.g. Trajectory.task_id), numbered by first appearance."""
+    seen: dict[Hashable, int] = {}
+    return torch.tensor([seen.setdefault(k, len(seen)) for k in keys], dtype=torch.long)
 
 
 def _check_inputs(

@@ -128,3 +128,10 @@ def test_degenerate_batches(kind, shape):
     )
     loss.backward()
     assert torch.isfinite(loss)
+
+
+def test_group_ids_from_task_ids():
+    from swe_rl.algo.pipeline import group_ids_from
+
+    assert group_ids_from(["b", "a", "b", "c", "a"]).tolist() == [0, 1, 0, 2, 1]
+    assert group_ids_from([]).tolist() == []
