@@ -84,16 +84,21 @@ def task_from_row(
 
 
 def tasks_from_rows(
-    rows: Iterable[dict[str, Any]], source: str, *, require_grading: bool = True
+    rows: Iterable[dict[str, Any]],
+    source: str,
+    *,
+    require_grading: bool = True,
+    places: list[str] | None = None,
 ) -> list[Task]:
-    """Validate all rows; one TaskLoadError lists every bad row (file, row number, instance id, field)."""
+    """Validate all rows; one TaskLoadError lists every bad row (file, row number, instance id, field).
+    `places` names each row's location instead of "SOURCE: row i" (task repos: the task directory)."""
     from swe_rl.tasks.adapters import adapt_row
 
     parsers = known_log_parsers()
     tasks, errors = [], []
     for i, row in enumerate(rows):
         iid = row.get("instance_id") if isinstance(row, dict) else None
-        where = f"{source}: row {i}" + (f" ({iid})" if iid else "")
+        where = places[i] if places else f"{source}: row {i}" + (f" ({iid})" if iid else "")
         try:
             tasks.append(
                 task_from_row(adapt_row(row), where=where, parsers=parsers, require_grading=require_grading)
@@ -146,14 +151,18 @@ def load_task_repo(
     path = Path(path)
     try:
         rows = task_repo.load_task_repo(path, instance_ids)
-    except (FileNotFoundError, KeyError) as e:
+    except FileNotFoundError as e:
         raise TaskLoadError(f"task repo {path}: {e}") from e
+    except KeyError as e:  # swebench's reader: unknown ids are an error, not a silent omission
+        raise TaskLoadError(f"task repo {path}: unknown instance id(s): {e.args[0]}") from e
     if split and not instance_ids:
         rows = [r for r in rows if r.get("split") in (split, None)]
+    places = []
     for r in rows:
-        r.setdefault("metadata", {})
-        r["metadata"] = {**r["metadata"], "task_dir": str(path / task_repo.TASKS_SUBDIR / r["instance_id"])}
-    return tasks_from_rows(rows, str(path / task_repo.TASKS_SUBDIR))
+        task_dir = path / task_repo.TASKS_SUBDIR / str(r.get("instance_id"))
+        r["metadata"] = {**(r.get("metadata") or {}), "task_dir": str(task_dir)}
+        places.append(f"{task_dir}/ (task.yaml, tests.json)")
+    return tasks_from_rows(rows, str(path / task_repo.TASKS_SUBDIR), places=places)
 
 
 def load_hf(name: str, split: str = "test") -> list[Task]:
