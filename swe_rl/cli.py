@@ -60,5 +60,11 @@ app.command("demo")(demo_command)
 app.command("compare")(compare_command)
 
 
+# agent: render a trajectory
+from swe_rl.agent.show import show_command  # noqa: E402
+
+app.command("show")(show_command)
+
+
 if __name__ == "__main__":
     app()
