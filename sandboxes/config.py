@@ -52,15 +52,19 @@ class SandboxBackendConfig(StrictConfig):
     """Fields every backend shares. Subclasses set `backend` to a Literal and implement `build`."""
 
     backend: str  # discriminator: which backend this config selects
-    exec_timeout: float = Field(300.0, gt=0)  # default per-command timeout, seconds
-    kill_grace: float = Field(2.0, ge=0)  # seconds between SIGTERM and SIGKILL for a timed-out command
-    client_grace: float = Field(5.0, gt=0)  # extra seconds the client waits before killing from outside
-    output_limit: int = Field(100_000, ge=64)  # bytes of output kept per command (head + tail)
-    startup_timeout: float = Field(60.0, gt=0)  # seconds for the sandbox to be created and its shell ready
+    exec_timeout: float = Field(default=300.0, gt=0)  # default per-command timeout, seconds
+    kill_grace: float = Field(
+        default=2.0, ge=0
+    )  # seconds between SIGTERM and SIGKILL for a timed-out command
+    client_grace: float = Field(
+        default=5.0, gt=0
+    )  # extra seconds the client waits before killing from outside
+    output_limit: int = Field(default=100_000, ge=64)  # bytes of output kept per command (head + tail)
+    startup_timeout: float = Field(
+        default=60.0, gt=0
+    )  # seconds for the sandbox to be created and its shell ready
     env: dict[str, str] = Field(default_factory=dict)  # environment variables of the sandbox shell
-    kill_background: bool = (
-        True  # kill a command's leftover background processes when it ends (setsid escapes)
-    )
+    kill_background: bool = True  # kill a command's leftover background processes at its end (setsid escapes)
 
     def build(
         self,
@@ -78,20 +82,16 @@ class DockerSandboxConfig(SandboxBackendConfig):
 
     backend: Literal["docker"] = "docker"  # selects DockerSandbox
     image: str = DEFAULT_IMAGE  # default image when make_sandbox gets none
-    workdir: str | None = (
-        None  # initial cwd of the shell and base of relative file paths; null = image WORKDIR
-    )
+    workdir: str | None = None  # first cwd of the shell, base of relative file paths; null = image WORKDIR
     user: str | None = None  # user inside the container; null = image default (usually root)
     ttl: float = Field(
-        6 * 3600.0, gt=0
-    )  # seconds; the container's main process is `sleep ttl`, then it is gone
+        default=6 * 3600.0, gt=0
+    )  # seconds; main process is `sleep ttl`, then the container is gone
     limits: Limits = Field(default_factory=Limits)  # resource and privilege limits
     pull: Literal["never", "missing"] = "missing"  # pull a missing image when its registry is reachable
-    disk_floor_gb: float = Field(10.0, ge=0)  # warn before a pull/build when free disk is below this
-    docker_host: str | None = (
-        None  # engine URL (unix:///var/run/docker.sock, tcp://...); null = DOCKER_HOST/env
-    )
-    io_timeout: float = Field(120.0, gt=0)  # seconds for one file transfer or helper exec
+    disk_floor_gb: float = Field(default=10.0, ge=0)  # warn before a pull/build when free disk is below this
+    docker_host: str | None = None  # engine URL (unix:///var/run/docker.sock, tcp://...); null = DOCKER_HOST
+    io_timeout: float = Field(default=120.0, gt=0)  # seconds for one file transfer or helper exec
     labels: dict[str, str] = Field(default_factory=dict)  # extra container labels
 
     def build(self, *, image=None, copy_from=None, run_id=None, labels=None) -> Sandbox:
@@ -117,20 +117,18 @@ class RaySandboxConfig(SandboxBackendConfig):
     """A sandbox owned by a Ray actor on a node advertising `resource` (see sandboxes/ray_backend.py)."""
 
     backend: Literal["ray"] = "ray"  # selects RaySandbox
-    inner: DockerSandboxConfig = Field(
-        default_factory=DockerSandboxConfig
-    )  # the sandbox the actor owns on its node
+    inner: DockerSandboxConfig = Field(default_factory=lambda: DockerSandboxConfig())  # the actor's sandbox
     resource: str | None = (
         "sandbox"  # custom Ray resource a node must advertise to host sandboxes; null = any node
     )
     resource_amount: float = Field(
-        1.0, gt=0
+        default=1.0, gt=0
     )  # amount of `resource` one sandbox takes (node slots / amount = cap)
     num_cpus: float = Field(
-        0.0, ge=0
+        default=0.0, ge=0
     )  # CPUs reserved for the actor itself (the container has its own limits)
     ray_address: str | None = None  # Ray to connect to when none is initialized; null = start a local one
-    local_slots: float = Field(64.0, gt=0)  # amount of `resource` a local Ray started here advertises
+    local_slots: float = Field(default=64.0, gt=0)  # amount of `resource` a local Ray started here advertises
 
     def build(self, *, image=None, copy_from=None, run_id=None, labels=None) -> Sandbox:
         from sandboxes.ray_backend import RaySandbox

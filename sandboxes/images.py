@@ -116,6 +116,7 @@ def build_image(
             raise FileNotFoundError(f"context_dir {context_dir!r}: no Dockerfile inside")
         stream = client.api.build(path=context_dir, tag=tag, network_mode=network, rm=True, forcerm=True)
     else:
+        assert dockerfile is not None
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             data = dockerfile.encode()

@@ -10,10 +10,12 @@ from __future__ import annotations
 import abc
 import asyncio
 import time
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from sandboxes.base import ExecResult, SandboxError, SandboxStartError
 from sandboxes.shell import MarkerScanner, OutputCap, command_script, init_script, new_nonce
+
+_S = TypeVar("_S", bound="ShellSandbox")
 
 
 class ShellTransport(Protocol):
@@ -163,7 +165,7 @@ class ShellSandbox(abc.ABC):
             timed_out = code in (124, 137) and duration >= timeout
             return ExecResult(code, scanner.cap.text(), timed_out, duration)
 
-    async def __aenter__(self) -> ShellSandbox:
+    async def __aenter__(self: _S) -> _S:
         await self.start()
         return self
 

@@ -29,7 +29,9 @@ class SandboxEnvironmentConfig(StrictConfig):
     cwd: str = ""  # per-command working directory; "" = the persistent shell's current directory
     timeout: int = 30  # default per-command timeout, seconds
     env: dict[str, str] = Field(default_factory=dict)  # extra environment for every command
-    sandbox: SandboxConfig = Field(default_factory=DockerSandboxConfig)  # backend config (docker or local)
+    sandbox: SandboxConfig = Field(
+        default_factory=lambda: DockerSandboxConfig()
+    )  # backend config (docker or local)
     environment_class: str | None = (
         None  # accepted because mini-swe-agent's get_environment passes it through
     )
@@ -70,7 +72,7 @@ class SandboxEnvironment:
                 "exception_info": f"Sandbox failure: {e}",
                 "extra": {"exception_type": type(e).__name__, "exception": str(e)},
             }
-        lines = output["output"].lstrip().splitlines(keepends=True)
+        lines = str(output["output"]).lstrip().splitlines(keepends=True)
         if lines and lines[0].strip() == SUBMIT_LINE and output["returncode"] == 0:
             submission = "".join(lines[1:])
             raise Submitted(
