@@ -57,3 +57,15 @@ def test_build_base_from_debootstrap(sbx_docker_client):
         assert res.exit_code == 0, res.output
     finally:
         sbx_docker_client.api.remove_image(tag, force=True)
+
+
+def test_disk_floor_warns_before_build(sbx_docker_client, caplog):
+    from sandboxes.images import check_disk_floor
+
+    with caplog.at_level("WARNING", logger="sandboxes.images"):
+        free = check_disk_floor(sbx_docker_client, 10**6, "building x")  # a floor no disk meets
+        assert free is not None
+        assert "floor 1000000.0 GB" in caplog.text and "before building x" in caplog.text
+        caplog.clear()
+        check_disk_floor(sbx_docker_client, 0, "building y")
+        assert caplog.text == ""

@@ -151,3 +151,12 @@ async def test_limits_are_on_by_default(sbx_cfg, sbx_docker_client):
         cap_eff = int(status[status.index("CapEff:") + 1], 16)
         assert cap_eff & (1 << 13) == 0 and cap_eff & (1 << 21) == 0  # no CAP_NET_RAW, no CAP_SYS_ADMIN
         assert cap_eff & (1 << 0)  # CAP_CHOWN kept for root-run workloads
+
+
+async def test_shell_killed_by_its_command_is_replaced(sbx_cfg):
+    async with make_sandbox(sbx_cfg(limits={"read_only_root": True})) as sb:  # state lives in /dev/shm
+        await sb.exec("cd /usr && export KEPT=1")
+        assert "Read-only file system" in (await sb.exec("touch /x")).output
+        r = await sb.exec("pkill -9 -x bash; sleep 5")
+        assert r.exit_code == -1 and "shell exited unexpectedly" in r.output
+        assert (await sb.exec("pwd; echo $KEPT")).output == "/usr\n1\n"
