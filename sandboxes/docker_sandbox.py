@@ -12,15 +12,22 @@ import contextlib
 import os
 import secrets
 import socket
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from sandboxes import transfer
-from sandboxes.base import EngineUnreachableError, SandboxDiedError, SandboxError, SandboxStartError
+from sandboxes.base import (
+    EngineUnreachableError,
+    ExecResult,
+    SandboxDiedError,
+    SandboxError,
+    SandboxStartError,
+)
 from sandboxes.config import DockerSandboxConfig
 from sandboxes.lifecycle import Janitor, default_janitor, owner_labels
-from sandboxes.shell import FrameDemux
+from sandboxes.shell import FrameDemux, OutputCap, check_env
 from sandboxes.shellbox import ShellSandbox
 
 STATE_DIR = "/dev/shm/.sandboxes"  # survives a read-only root; not under /tmp, which tests may fill
@@ -255,6 +262,50 @@ class DockerSandbox(ShellSandbox):
         if not st.get("Running"):
             detail = f"status={st.get('Status')} exit={st.get('ExitCode')} oom={st.get('OOMKilled')}"
             raise SandboxDiedError(f"sandbox container stopped ({detail})", sandbox_id=self.id)
+
+    async def exec_once(
+        self,
+        cmd: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """One-shot mode: a fresh `docker exec` (no shell state, may run alongside `exec`), same limits and cap."""
+        timeout = self._check_timeout(timeout)
+        cap = OutputCap(self.output_limit)
+        argv = [
+            "timeout",
+            "-k",
+            f"{self.kill_grace:.3f}s",
+            f"{timeout:.3f}s",
+            "bash",
+            "--noprofile",
+            "--norc",
+            "-c",
+            cmd,
+        ]
+        self._io()  # raises when not running
+        t0 = time.monotonic()
+        try:
+            code, _, _ = await asyncio.to_thread(
+                transfer.exec_io,
+                self._client,
+                self.id,
+                argv,
+                env=check_env(env) or None,
+                workdir=cwd or self.config.workdir,
+                timeout=timeout + self.kill_grace + self.client_grace,
+                sink=cap.add,
+            )
+        except TimeoutError:  # the inside timeout failed to end it; it is left to that timeout's SIGKILL
+            note = f"\n[sandbox: one-shot command abandoned by the client after {timeout:g}s]"
+            return ExecResult(-1, cap.text() + note, True, time.monotonic() - t0)
+        except Exception as e:
+            await self._check_alive()
+            raise SandboxError("one-shot exec failed", sandbox_id=self.id, cause=e) from e
+        duration = time.monotonic() - t0
+        return ExecResult(code, cap.text(), code in (124, 137) and duration >= timeout, duration)
 
     # --- files ----------------------------------------------------------------------------------------------
     async def read_file(self, path: str) -> bytes:

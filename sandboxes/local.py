@@ -14,10 +14,12 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from pathlib import Path
 
-from sandboxes.base import SandboxDiedError, SandboxError
+from sandboxes.base import ExecResult, SandboxDiedError, SandboxError
 from sandboxes.config import LocalSandboxConfig
+from sandboxes.shell import OutputCap, check_env
 from sandboxes.shellbox import ShellSandbox
 
 
@@ -128,6 +130,54 @@ class LocalSandbox(ShellSandbox):
         )
         self._procs = [p for p in self._procs if p.returncode is None] + [proc]
         return _PipeTransport(proc)
+
+    async def exec_once(
+        self,
+        cmd: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """One-shot mode: a fresh bash in the sandbox directory (no shell state), same timeouts and cap."""
+        if self._closed or not self._started:
+            raise SandboxError("sandbox is not running", sandbox_id=self.id)
+        timeout = self._check_timeout(timeout)
+        cap, t0 = OutputCap(self.output_limit), time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            "timeout",
+            "-k",
+            f"{self.kill_grace:.3f}s",
+            f"{timeout:.3f}s",
+            "bash",
+            "--noprofile",
+            "--norc",
+            "-c",
+            cmd,
+            cwd=self._path(cwd or "."),
+            env={**os.environ, **self.config.env, **check_env(env)},
+            start_new_session=True,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+
+        async def drain() -> int:
+            assert proc.stdout is not None
+            while chunk := await proc.stdout.read(1 << 20):
+                cap.add(chunk)
+            return await proc.wait()
+
+        try:
+            code = await asyncio.wait_for(drain(), timeout + self.kill_grace + self.client_grace)
+        except asyncio.TimeoutError:
+            kill_session(proc.pid)
+            await proc.wait()
+            return ExecResult(
+                -1, cap.text() + "\n[sandbox: killed by the client]", True, time.monotonic() - t0
+            )
+        duration = time.monotonic() - t0
+        return ExecResult(code, cap.text(), code in (124, 137) and duration >= timeout, duration)
 
     async def _kill_session(self, sid: int) -> None:
         kill_session(sid)

@@ -21,7 +21,7 @@ MARK = b"__SBX_"  # marker prefix; the full marker is MARK + 32 hex nonce + "_" 
 _MARK_LEN = len(MARK) + 32 + 1 + 3
 
 
-def _check_env(env: dict[str, str] | None) -> dict[str, str]:
+def check_env(env: dict[str, str] | None) -> dict[str, str]:
     env = dict(env or {})
     for key, value in env.items():
         if not (key.isidentifier() and key.isascii()):
@@ -62,7 +62,7 @@ def command_script(
 
     Only bash builtins run in the parent, so a round trip costs two exec()s (`timeout` and the child bash).
     """
-    env = _check_env(env)
+    env = check_env(env)
     s = shlex.quote(state_dir)
     keep_cwd = cwd is None  # a per-command cwd does not move the shell
     child = (

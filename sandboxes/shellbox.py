@@ -119,9 +119,7 @@ class ShellSandbox(abc.ABC):
         """Run `cmd` in the persistent shell. cwd/env apply to this command only; `cd`/`export` inside persist."""
         if self._closed or not self._started:
             raise SandboxError("sandbox is not running (start it or use `async with`)", sandbox_id=self.id)
-        timeout = self.exec_timeout if timeout is None else float(timeout)
-        if timeout <= 0:
-            raise ValueError(f"timeout: expected a positive number of seconds, got {timeout}")
+        timeout = self._check_timeout(timeout)
         nonce = new_nonce()
         script = command_script(
             cmd,
@@ -164,6 +162,12 @@ class ShellSandbox(abc.ABC):
             code = scanner.exit_code if scanner.exit_code is not None else -1
             timed_out = code in (124, 137) and duration >= timeout
             return ExecResult(code, scanner.cap.text(), timed_out, duration)
+
+    def _check_timeout(self, timeout: float | None) -> float:
+        timeout = self.exec_timeout if timeout is None else float(timeout)
+        if timeout <= 0:
+            raise ValueError(f"timeout: expected a positive number of seconds, got {timeout}")
+        return timeout
 
     async def __aenter__(self: _S) -> _S:
         await self.start()

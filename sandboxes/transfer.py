@@ -16,6 +16,7 @@ import socket
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,8 +39,12 @@ def exec_io(
     env: dict[str, str] | None = None,
     workdir: str | None = None,
     timeout: float = 120,
+    sink: Callable[[bytes], None] | None = None,
 ) -> tuple[int, bytes, bytes]:
-    """Run argv once in the container, feeding `stdin`, and return (exit_code, stdout, stderr)."""
+    """Run argv once in the container, feeding `stdin`, and return (exit_code, stdout, stderr).
+
+    `timeout` bounds the whole call (TimeoutError). With `sink`, stdout and stderr go to it (interleaved) instead.
+    """
     api = client.api
     ex = api.exec_create(
         cid,
@@ -54,14 +59,22 @@ def exec_io(
     sock_io = api.exec_start(ex["Id"], socket=True)
     raw: socket.socket = sock_io._sock
     out, err, demux = bytearray(), bytearray(), FrameDemux()
+    end = time.monotonic() + timeout
     try:
         raw.settimeout(timeout)
         if stdin is not None:
             raw.sendall(stdin)
             raw.shutdown(socket.SHUT_WR)  # stdin EOF for the process
-        while chunk := raw.recv(1 << 20):
+        while True:
+            raw.settimeout(max(end - time.monotonic(), 1e-3))
+            chunk = raw.recv(1 << 20)
+            if not chunk:
+                break
             for stream, payload in demux.feed(chunk):
-                (out if stream == 1 else err).extend(payload)
+                if sink is not None:
+                    sink(payload)
+                else:
+                    (out if stream == 1 else err).extend(payload)
     finally:
         sock_io.close()
         raw.close()

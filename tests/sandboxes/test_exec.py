@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -111,3 +112,17 @@ def test_local_sandbox_directory_is_removed(tmp_path):
     assert os.path.isdir(root)
     sb.close()
     assert not os.path.exists(root)
+
+
+async def test_one_shot_mode_runs_beside_the_busy_shell(sbx_backend_config):
+    cfg = sbx_backend_config.model_copy(update={"output_limit": 200})
+    async with make_sandbox(cfg) as sb:
+        await sb.exec("cd / && export ONLY_IN_SHELL=1")
+        busy = asyncio.create_task(sb.exec("sleep 2; echo shell-done"))
+        await asyncio.sleep(0.3)
+        r = await sb.exec_once('echo "[${ONLY_IN_SHELL-}] $Y"; seq 1 1000; exit 4', env={"Y": "y"})
+        assert not busy.done()  # the one-shot command did not wait for the shell
+        assert r.exit_code == 4 and r.output.startswith("[] y\n") and "bytes of output cut" in r.output
+        r = await sb.exec_once("sleep 30", timeout=0.5)
+        assert r.timed_out and r.exit_code in (124, 137)
+        assert (await busy).output == "shell-done\n"
