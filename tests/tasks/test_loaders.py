@@ -87,9 +87,10 @@ def test_unknown_source_and_malformed_files(tmp_path):
 
 def test_hf_name_offline_says_how_to_use_local_files():
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "swe_rl.cli", "tasks", "list", "--tasks", "SWE-bench/SWE-bench_Verified"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode == 2
+    # a fresh interpreter, so the offline switches take effect before huggingface_hub is imported
+    code = "from swe_rl.tasks.loaders import load_tasks; load_tasks('SWE-bench/SWE-bench_Verified')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1 and "TaskLoadError" in proc.stderr
     assert "SWE-bench/SWE-bench_Verified" in proc.stderr and "point --tasks at local files" in proc.stderr
 
 

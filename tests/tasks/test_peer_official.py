@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,11 +13,14 @@ from swe_rl.tasks.official import run_official
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 
-def _swe_rl_grade(preds: Path, out: Path, run_id: str) -> tuple[dict, dict]:
-    cmd = [sys.executable, "-m", "swe_rl.cli", "grade", "--tasks", "micro", "--predictions", str(preds),
-           "--out", str(out), "--workers", "2"]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+def _swe_rl_grade(preds: Path, out: Path) -> tuple[dict, dict]:
+    from typer.testing import CliRunner
+
+    from swe_rl.cli import app
+
+    args = ["grade", "--tasks", "micro", "--predictions", str(preds), "--out", str(out), "--workers", "2"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     reports = {}
     for d in out.iterdir():
@@ -34,7 +35,7 @@ def _agree(tasks, kinds: dict[str, str], tmp_path: Path, write_jsonl, tag: str) 
         {"instance_id": i, "model_patch": p, "model_name_or_path": "peer-model"} for i, p in patches.items()
     ]
     preds = write_jsonl(tmp_path / f"preds-{tag}.jsonl", rows)
-    ours, our_reports = _swe_rl_grade(preds, tmp_path / f"ours-{tag}", tag)
+    ours, our_reports = _swe_rl_grade(preds, tmp_path / f"ours-{tag}")
     theirs, their_reports = run_official(
         [tasks[i] for i in patches], patches, tmp_path / f"official-{tag}", run_id=tag
     )
