@@ -48,6 +48,17 @@ class SyncSandbox:
     ) -> ExecResult:
         return self._run(self.sandbox.exec(cmd, timeout=timeout, cwd=cwd, env=env))
 
+    def exec_once(
+        self,
+        cmd: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """One-shot mode of backends that have it (Docker, local): a fresh process, no shell state."""
+        return self._run(self.sandbox.exec_once(cmd, timeout=timeout, cwd=cwd, env=env))  # type: ignore[attr-defined]
+
     def read_file(self, path: str) -> bytes:
         return self._run(self.sandbox.read_file(path))
 

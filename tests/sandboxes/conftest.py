@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from sandboxes import DockerSandboxConfig, Limits, LocalSandboxConfig, SyncSandbox, make_sandbox
+from sandboxes import DockerSandboxConfig, Limits, LocalSandboxConfig
 
 SBX_IMAGE = os.environ.get("SANDBOXES_TEST_IMAGE", "swe-rl/base:bookworm")
 
@@ -58,13 +58,3 @@ def sbx_backend_config(request):
     if request.param == "docker":
         return sbx_small_config()
     return LocalSandboxConfig(exec_timeout=30)
-
-
-@pytest.fixture(scope="module")
-def sbx_shared_docker():
-    """One Docker sandbox shared by a module's read-mostly tests (sync facade: its own loop thread)."""
-    from sandboxes.docker_sandbox import docker_client
-
-    docker_client()
-    with SyncSandbox(make_sandbox(sbx_small_config(), run_id="pytest-shared")) as sb:
-        yield sb
