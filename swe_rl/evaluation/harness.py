@@ -25,6 +25,7 @@ from swe_rl.evaluation.config import DatasetConfig, EvalConfig
 from swe_rl.evaluation.report import Episode, build_report, episode_from, report_json, report_markdown
 from swe_rl.evaluation.store import EvalRun, atomic_write
 from swe_rl.rollout.context import RolloutSpec
+from swe_rl.tasks.reward import RewardResult
 from swe_rl.tasks.task import Task
 
 OnTrajectory = Callable[[Trajectory, Any], None]  # (trajectory, pool): a hook for progress and fault tests
@@ -117,34 +118,49 @@ def run_episodes(
         pool.close()
 
 
-def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> None:
-    """swebench's run_evaluation over run r's predictions, for the instances without a grading record."""
-    from swe_rl.tasks.official import grade_predictions_official
+def official_result(iid: str, report: dict[str, Any], summary: dict[str, Any]) -> RewardResult:
+    """One instance's outcome from swebench's run_evaluation (its per-instance report, or its run summary)."""
+    if report:
+        resolved = bool(report.get("resolved"))
+        return RewardResult(1.0 if resolved else 0.0, resolved, report, "", None)
+    if iid in summary.get("empty_patch_ids", []):
+        return RewardResult(0.0, False, {"empty_patch": True}, "", None)
+    label = "official_error" if iid in summary.get("error_ids", []) else "official_no_report"
+    return RewardResult(None, False, {}, "", label)
 
-    need = [t for t in tasks if run.load_grading(r, t.instance_id) is None]
-    trajs = {t.instance_id: run.load_trajectory(r, t.instance_id) for t in need}
-    preds = [
-        {"instance_id": i, "model_name_or_path": cfg.model_name, "model_patch": tr.patch}
-        for i, tr in trajs.items()
-        if tr is not None and tr.exit_status != "error" and tr.patch.strip()
+
+def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> None:
+    """swebench's run_evaluation over run r's patches, for the instances without a grading record."""
+    from swe_rl.tasks.official import run_official
+
+    trajs = {t.instance_id: run.load_trajectory(r, t.instance_id) for t in tasks}
+    need = [
+        t for t in tasks if trajs[t.instance_id] is not None and run.load_grading(r, t.instance_id) is None
     ]
-    results = grade_predictions_official(
-        [t for t in need if t.instance_id in {p["instance_id"] for p in preds}],
-        preds,
-        run_id=f"{cfg.name}_run{r:02d}",
-        workdir=run.root / "grading" / f"official_run_{r:02d}",
-        max_workers=cfg.grade_workers,
-    )
-    for iid, tr in trajs.items():
-        if tr is None:
-            continue
-        res = results.get(iid)
-        if res is not None:
+    graded = [
+        t for t in need if trajs[t.instance_id].exit_status != "error" and trajs[t.instance_id].patch.strip()
+    ]
+    graded_ids = {t.instance_id for t in graded}
+    summary, reports = {}, {}
+    if graded:
+        summary, reports = run_official(
+            graded,
+            {t.instance_id: trajs[t.instance_id].patch for t in graded},
+            run.root / "grading" / f"official_run_{r:02d}",
+            run_id=f"{cfg.name}_run{r:02d}",
+            model=cfg.model_name,
+            workers=cfg.grade_workers,
+        )
+    for t in need:
+        tr = trajs[t.instance_id]
+        if tr.exit_status != "error":
+            if t.instance_id in graded_ids:
+                res = official_result(t.instance_id, reports.get(t.instance_id, {}), summary)
+            else:  # empty patch: unresolved, nothing to run (swebench lists it under empty_patch_ids)
+                res = RewardResult(0.0, False, {"empty_patch": True}, "", None)
             tr.reward, tr.resolved = res.reward, res.resolved
             tr.metrics["grading"] = {"failure": res.failure, "tests": res.tests}
-        elif tr.exit_status != "error" and not tr.patch.strip():
-            tr.reward, tr.resolved = 0.0, False  # empty patch: unresolved without grading
-        run.save_grading(r, iid, grading_record(tr, "official"))
+        run.save_grading(r, t.instance_id, grading_record(tr, "official"))
 
 
 def collect(
@@ -197,7 +213,6 @@ def run_eval(cfg: EvalConfig, on_trajectory: OnTrajectory | None = None) -> dict
         run_episodes(run, cfg, todo, on_trajectory)
     if cfg.grader == "official":
         for r in range(cfg.runs):
-            run.write_run_files(r, collect(run, tasks, cfg.runs, "official")[1][r], cfg.model_name)
             grade_official(run, cfg, tasks, r)
     return write_report(run, cfg, tasks)
 

@@ -65,12 +65,14 @@ class LocalRolloutPool:
 
     @staticmethod
     def _loop_main(loop: asyncio.AbstractEventLoop, main: Any) -> None:
+        asyncio.set_event_loop(loop)
         loop.run_until_complete(main)
         # Background tasks the episodes started (e.g. a batching policy's worker) end with this loop.
         leftover = asyncio.all_tasks(loop)
         for t in leftover:
             t.cancel()
-        loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
+        if leftover:
+            loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
 
     async def _drive(self, todo: list[Item], out: queue.Queue[Any], stop: asyncio.Event) -> None:
         sem = asyncio.Semaphore(self.max_concurrency)
