@@ -178,3 +178,27 @@ def orl_micro_task():
         res = build_task_images(MICRO_SUITE, [task.instance_id])
         assert res[0].status in ("built", "present"), res
     return task
+
+
+@pytest.fixture(scope="session")
+def orl_actor_cls(orl_src):
+    """Upstream's `openrlhf.models.actor.Actor` class, defined verbatim from its source (the module imports
+    flash-attn, DeepSpeed and peft at top level), with the helpers its forward calls (also verbatim)."""
+    from typing import Optional
+
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    ns = {"torch": torch, "nn": nn, "F": F, "dist": dist, "Optional": Optional, "__name__": "upstream_actor"}
+    helpers = [
+        orl_src.find_def("models/utils.py", None, name)
+        for name in ("compute_entropy", "log_probs_from_logits", "_logsumexp_by_chunk")
+    ]
+    actor = [
+        n for n in orl_src.tree("models/actor.py").body if isinstance(n, ast.ClassDef) and n.name == "Actor"
+    ]
+    assert actor, "upstream moved: class Actor is gone from openrlhf/models/actor.py"
+    exec(compile(ast.Module(body=[*helpers, *actor], type_ignores=[]), "openrlhf/models", "exec"), ns)
+    return ns["Actor"]

@@ -189,12 +189,12 @@ def test_chunked_entropy_swap_in_a_module():
 
     mod = types.ModuleType("fake_openrlhf_models_actor")
     mod.compute_entropy = upstream_compute_entropy
-    install_chunked_entropy(mod, chunk_size=3)
+    install_chunked_entropy(vars(mod), chunk_size=3)
     assert mod.compute_entropy is not upstream_compute_entropy
     logits = torch.randn(2, 7, 50) * 4
     torch.testing.assert_close(
         mod.compute_entropy(logits), upstream_compute_entropy(logits), rtol=1e-5, atol=1e-5
     )
     swapped = mod.compute_entropy
-    install_chunked_entropy(mod, chunk_size=3)
+    install_chunked_entropy(vars(mod), chunk_size=3)
     assert mod.compute_entropy is swapped

@@ -23,7 +23,6 @@ from swe_rl.train.openrlhf.config import AemConfig
 ENV_CONFIG = "SWE_RL_AEM_CONFIG"
 EXPERIENCE_MAKER = "openrlhf.trainer.ppo_utils.experience_maker"
 POLICY_ACTOR = "openrlhf.trainer.ray.ppo_actor"
-ACTOR_MODEL = "openrlhf.models.actor"
 _CHUNKED_MARK = "_swe_rl_chunked"
 _FORWARD_MARK = "_swe_rl_entropy_forward"
 
@@ -38,16 +37,21 @@ def config_from_env(environ: dict[str, str] | None = None) -> AemConfig | None:
         raise ValueError(f"{ENV_CONFIG}: expected the JSON of an AemConfig ({e})") from e
 
 
-def install_chunked_entropy(actor_module: Any, chunk_size: int) -> None:
-    """Swap `compute_entropy` in OpenRLHF's actor module for swe_rl.algo's chunked token entropy.
-    OpenRLHF divides the logits by the rollout temperature before this call, so temperature stays 1."""
+def install_chunked_entropy(namespace: dict[str, Any], chunk_size: int) -> None:
+    """Swap `compute_entropy` in the namespace OpenRLHF's `Actor.forward` resolves it from (the globals of
+    openrlhf.models.actor) for swe_rl.algo's chunked token entropy. Actor.forward divides the logits by the
+    rollout temperature before the call, so the temperature here stays 1."""
     from swe_rl.algo.entropy import token_entropy
 
-    if getattr(actor_module.compute_entropy, _CHUNKED_MARK, False):
+    if "compute_entropy" not in namespace:
+        raise RuntimeError(
+            "OpenRLHF's Actor.forward no longer resolves `compute_entropy` from its module globals"
+        )
+    if getattr(namespace["compute_entropy"], _CHUNKED_MARK, False):
         return
     fn = partial(token_entropy, chunk_size=chunk_size)
     setattr(fn, _CHUNKED_MARK, True)
-    actor_module.compute_entropy = fn
+    namespace["compute_entropy"] = fn
 
 
 def make_policy_forward(cfg: AemConfig):
@@ -63,11 +67,9 @@ def make_policy_forward(cfg: AemConfig):
         packed_seq_lens=None,
         mm_train_inputs_list=None,
     ):
-        import importlib
-
         import torch
 
-        install_chunked_entropy(importlib.import_module(ACTOR_MODEL), chunk)
+        install_chunked_entropy(type(self.actor).forward.__globals__, chunk)  # = openrlhf.models.actor's dict
         if mm_train_inputs_list and getattr(self.actor, "is_vlm", False):
             raise NotImplementedError("swe-rl exact-entropy forward: VLM inputs are not supported")
         device = torch.cuda.current_device() if torch.cuda.is_available() else "cpu"
