@@ -168,12 +168,13 @@ def _generate(
     while rows:
         tok, lp, ent = _sample(out.logits[:, -1, :].float(), temps, top_ps, greedy, gens)
         keep = []
+        tok_l, lp_l, ent_l = tok.tolist(), lp.tolist(), ent.tolist()  # one host copy per step, not per row
         for r, i in enumerate(rows):
-            t = int(tok[r])
+            t = tok_l[r]
             toks, lps, ents = results[i]
             toks.append(t)
-            lps.append(float(lp[r]))
-            ents.append(float(ent[r]))
+            lps.append(lp_l[r])
+            ents.append(ent_l[r])
             if t not in samplings[i].stop_token_ids and len(toks) < max_new[i]:
                 keep.append(r)
         if not keep:
