@@ -82,3 +82,26 @@ def test_prompt_rows_round_trip(tmp_path):
     assert task_from_label(rows[0]["label"]) == tasks[0]
     with pytest.raises(ValueError, match="Task JSON"):
         task_from_label("a__b-1")
+
+
+@pytest.mark.parametrize(
+    ("recipe", "eval_cfg"),
+    [
+        (R7B, "configs/eval/swe_bench_verified_qwen25_coder_7b.yaml"),
+        (R32B, "configs/eval/swe_bench_verified_qwen3_32b.yaml"),
+    ],
+)
+def test_eval_settings_match_the_training_recipe(recipe, eval_cfg):
+    from swe_rl.evaluation.config import EvalConfig
+
+    train = load_config(OpenRLHFTrainConfig, files=[recipe])
+    ev = load_config(EvalConfig, files=[eval_cfg])
+    loop = train.agent.loop_config(
+        max_context_tokens=train.rollout.max_len,
+        temperature=train.rollout.temperature,
+        top_p=train.rollout.top_p,
+    )
+    keys = ("action_format", "max_steps", "tool_timeout_s", "max_context_tokens", "max_new_tokens", "temperature",
+            "max_wall_s", "chat_template_kwargs")  # fmt: skip
+    assert {k: getattr(ev.agent, k) for k in keys} == {k: getattr(loop, k) for k in keys}
+    assert ev.dataset.source == "princeton-nlp/SWE-bench_Verified" and ev.grader == "official"
