@@ -112,6 +112,7 @@ class DockerSandbox(ShellSandbox):
         self._extra_labels = dict(self.config.labels) | dict(labels or {})
         self._client = client
         self._janitor = janitor or default_janitor()
+        self._janitor.install()  # here, not in start(): this may be the main thread, start() may not be
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     async def start(self) -> None:

@@ -140,16 +140,30 @@ class Janitor:
         self._pid = (
             os.getpid()
         )  # a forked child inherits this object but must not remove the parent's containers
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: a signal handler may interrupt a holder of the lock
         self._held: dict[str, str | None] = {}  # container name/id -> engine URL (None = from environment)
-        self._installed = False
+        self._atexit = False  # exit hook registered
+        self._signals = False  # SIGINT/SIGTERM handlers installed
         self._previous: dict[int, Any] = {}
 
     def hold(self, name: str, docker_host: str | None) -> None:
         with self._lock:
             self._held[name] = docker_host
-            if not self._installed:
-                self._install()
+        self.install()
+
+    def install(self) -> None:
+        """Register the exit hook once, and the signal handlers once from the main thread (sandboxes call this at
+        construction, which for SyncSandbox users happens in the main thread even though start() does not)."""
+        with self._lock:
+            if not self._atexit:
+                self._atexit = True
+                atexit.register(self.cleanup)
+            if self._signals or threading.current_thread() is not threading.main_thread():
+                return  # signal handlers can only be set from the main thread; atexit and reap still cover us
+            self._signals = True
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(ValueError, OSError):
+                    self._previous[sig] = signal.signal(sig, self._on_signal)
 
     def release(self, name: str) -> None:
         with self._lock:
@@ -174,15 +188,6 @@ class Janitor:
                 client = docker.DockerClient(base_url=host) if host else docker.from_env()
                 remove_all(client, names)
                 client.close()
-
-    def _install(self) -> None:
-        self._installed = True
-        atexit.register(self.cleanup)
-        if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be set from the main thread; atexit and reap still cover us
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(ValueError, OSError):
-                self._previous[sig] = signal.signal(sig, self._on_signal)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.cleanup()

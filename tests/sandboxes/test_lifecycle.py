@@ -20,19 +20,30 @@ _HOLDER = """
 import asyncio, sys
 from sandboxes import DockerSandboxConfig, Limits, make_sandbox
 
+cfg = DockerSandboxConfig(image=sys.argv[1], ttl=600, limits=Limits(memory="128m", pids=64))
+
 async def main():
-    cfg = DockerSandboxConfig(image=sys.argv[1], ttl=600, limits=Limits(memory="128m", pids=64))
     boxes = [make_sandbox(cfg, run_id=sys.argv[2]) for _ in range(3)]
     await asyncio.gather(*(b.start() for b in boxes))
     print("READY", flush=True)
     await asyncio.sleep(300)
 
-asyncio.run(main())
+if sys.argv[3] == "async":
+    asyncio.run(main())
+else:  # sync facade: start() runs in the facade's loop thread, not the main thread
+    import time
+    from sandboxes import SyncSandbox
+    boxes = [SyncSandbox(make_sandbox(cfg, run_id=sys.argv[2])) for _ in range(3)]
+    for b in boxes:
+        b.start()
+    print("READY", flush=True)
+    time.sleep(300)
 """
 
 
-def _spawn_holder(image: str, run_id: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, image, run_id], stdout=subprocess.PIPE, text=True)
+def _spawn_holder(image: str, run_id: str, mode: str = "async") -> subprocess.Popen:
+    argv = [sys.executable, "-c", _HOLDER, image, run_id, mode]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     assert line.strip() == "READY", f"holder did not start: {line!r}"
     return proc
@@ -48,17 +59,21 @@ async def test_sixteen_concurrent_starts_with_short_timeout_leak_nothing(sbx_cfg
     assert list_managed(sbx_docker_client, run_id=run_id) == []
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_to_holder_removes_its_sandboxes(sbx_cfg, sbx_docker_client, sig):
-    run_id = f"sig{int(sig)}-{os.getpid()}"
-    proc = _spawn_holder(sbx_cfg().image, run_id)
+@pytest.mark.parametrize(
+    ("sig", "mode"), [(signal.SIGINT, "async"), (signal.SIGTERM, "async"), (signal.SIGTERM, "sync")]
+)
+def test_signal_to_holder_removes_its_sandboxes(sbx_cfg, sbx_docker_client, sig, mode):
+    run_id = f"sig{int(sig)}{mode}-{os.getpid()}"
+    proc = _spawn_holder(sbx_cfg().image, run_id, mode)
     try:
         assert len(list_managed(sbx_docker_client, run_id=run_id)) == 3
         proc.send_signal(sig)
         proc.wait(timeout=60)
+        assert list_managed(sbx_docker_client, run_id=run_id) == []
     finally:
         proc.kill()
-    assert list_managed(sbx_docker_client, run_id=run_id) == []
+        proc.wait()
+        reap(sbx_docker_client, run_id=run_id)  # a failing run must not leak either
 
 
 def test_reap_removes_sandboxes_of_a_dead_owner_and_expired_ones(sbx_cfg, sbx_docker_client):
