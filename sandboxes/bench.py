@@ -20,6 +20,9 @@ from sandboxes.config import DockerSandboxConfig, Limits, make_sandbox
 @dataclass
 class BenchResult:
     start_p50: float  # seconds, create+start+shell+first `true`
+    bare_start_p50: (
+        float  # seconds, bare engine create+start of the same image (no limits, no shell): the floor
+    )
     shell_p50: float  # seconds per `true` over the persistent shell
     exec_run_p50: float  # seconds per `true` via docker SDK exec_run
     cli_p50: float | None  # seconds per `true` via `docker exec` (None without the CLI)
@@ -43,6 +46,22 @@ async def _start_latency(cfg: DockerSandboxConfig, n: int) -> list[float]:
     return out
 
 
+def _bare_start(image: str, n: int) -> list[float]:
+    from sandboxes.docker_sandbox import docker_client
+
+    api, out = docker_client().api, []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        hc = api.create_host_config(auto_remove=True)
+        cid = api.create_container(image, command=["sleep", "60"], host_config=hc)["Id"]
+        try:
+            api.start(cid)
+            out.append(time.perf_counter() - t0)
+        finally:
+            api.remove_container(cid, force=True)
+    return out
+
+
 async def _round_trips(cfg: DockerSandboxConfig, n: int) -> tuple[list[float], list[float], list[float]]:
     shell, sdk, cli = [], [], []
     async with make_sandbox(cfg, run_id="bench") as sb:
@@ -51,12 +70,12 @@ async def _round_trips(cfg: DockerSandboxConfig, n: int) -> tuple[list[float], l
             await sb.exec("true")
             shell.append(time.perf_counter() - t0)
         container = sb._client.containers.get(sb.id)  # type: ignore[attr-defined]
-        for _ in range(max(10, n // 4)):
+        for _ in range(max(3, n // 4)):
             t0 = time.perf_counter()
             await asyncio.to_thread(container.exec_run, ["true"])
             sdk.append(time.perf_counter() - t0)
         if shutil.which("docker"):
-            for _ in range(max(10, n // 8)):
+            for _ in range(max(3, n // 8)):
                 t0 = time.perf_counter()
                 await asyncio.to_thread(subprocess.run, ["docker", "exec", sb.id, "true"], check=True)
                 cli.append(time.perf_counter() - t0)
@@ -99,10 +118,12 @@ async def run_bench(
     async with make_sandbox(cfg, run_id="bench") as warm:  # load the image and the SDK before timing
         await warm.exec("true")
     start = await _start_latency(cfg, starts)
+    bare = await asyncio.to_thread(_bare_start, image, starts)
     shell, sdk, cli = await _round_trips(cfg, trips)
     failures, commands, throughput = await _concurrent(cfg, concurrent, loops)
     return BenchResult(
         _p50(start),
+        _p50(bare),
         _p50(shell),
         _p50(sdk),
         _p50(cli) if cli else None,
@@ -118,7 +139,8 @@ def report(r: BenchResult) -> str:
     cli_ratio = f"{r.shell_p50 / r.cli_p50:.3f}" if r.cli_p50 else "n/a"
     return "\n".join(
         [
-            f"start-to-first-command p50: {r.start_p50:.3f} s (goal <= 0.5 s)",
+            f"start-to-first-command p50: {r.start_p50:.3f} s (goal <= 0.5 s) | bare engine create+start p50: "
+            f"{r.bare_start_p50:.3f} s | ratio {r.start_p50 / r.bare_start_p50:.2f}",
             f"round trip p50: persistent shell {r.shell_p50 * 1e3:.1f} ms | SDK exec_run {r.exec_run_p50 * 1e3:.1f} ms"
             f" | docker exec CLI {cli}",
             f"ratio shell/exec_run: {r.shell_p50 / r.exec_run_p50:.3f} (goal <= 0.25); shell/CLI: {cli_ratio}",

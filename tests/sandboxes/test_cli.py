@@ -69,3 +69,12 @@ def test_disk_floor_warns_before_build(sbx_docker_client, caplog):
         caplog.clear()
         check_disk_floor(sbx_docker_client, 0, "building y")
         assert caplog.text == ""
+
+
+async def test_bench_runs_small(sbx_cfg):
+    from sandboxes.bench import report, run_bench
+
+    result = await run_bench(sbx_cfg().image, starts=1, trips=8, concurrent=2, loops=3)
+    assert result.failures == 0 and result.commands == 6
+    text = report(result)
+    assert "ratio shell/exec_run" in text and "bare engine create+start" in text
