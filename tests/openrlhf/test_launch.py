@@ -53,7 +53,7 @@ def test_overrides_and_bad_config_errors(tmp_path):
         load_config(OpenRLHFTrainConfig, files=[R7B], overrides=["cluster.vllm_engines=4"])
     with pytest.raises(ConfigError, match=r"aem\.no_such_key"):
         load_config(OpenRLHFTrainConfig, files=[R7B], overrides=["aem.no_such_key=1"])
-    res = CliRunner().invoke(app, ["train-openrlhf", "-c", R7B, "-s", "optim.estimator=ppo", "--dry-run"])
+    res = CliRunner().invoke(app, ["train-openrlhf", "-c", R7B, "-o", "optim.estimator=ppo", "--dry-run"])
     assert res.exit_code == 2 and "optim.estimator" in res.output
 
 

@@ -25,7 +25,7 @@ def train_openrlhf_command(
         ..., "--config", "-c", help="recipe YAML(s), e.g. configs/train/*.yaml"
     ),
     overrides: list[str] = typer.Option(
-        [], "--set", "-s", help="dotted override, e.g. rollout.max_len=16384"
+        [], "--override", "-o", "--set", "-s", help="dotted KEY=VALUE override, e.g. rollout.max_len=16384"
     ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="print the OpenRLHF command and config, start nothing"
