@@ -39,6 +39,9 @@ def test_span_maps_match_naive(algo_naive_spans, rows, data):
     assert ((idx.ids >= 0) == (m != 0)).all()
     back = broadcast(span_mean(vals, idx), idx)
     assert (back[m == 0] == 0).all()
+    # the no-grad fast path (run-wise fill) and the differentiable path (gather) agree exactly
+    sv = torch.randn(idx.num_spans, dtype=torch.float64)
+    assert torch.equal(broadcast(sv, idx, fill=-2.0), broadcast(sv.requires_grad_(), idx, fill=-2.0).detach())
 
 
 def test_float_and_bool_masks_agree():
