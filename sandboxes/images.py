@@ -66,6 +66,17 @@ def registry_of(image: str) -> tuple[str, int]:
     return "registry-1.docker.io", 443
 
 
+def split_reference(image: str) -> tuple[str, str | None]:
+    """(repository, tag) for a pull; a digest reference stays whole (tag None); no tag means "latest"."""
+    if "@" in image:
+        return image, None
+    last = image.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo, _, tag = image.rpartition(":")
+        return repo, tag
+    return image, "latest"
+
+
 def registry_reachable(image: str, timeout: float = 3.0) -> bool:
     host, port = registry_of(image)
     try:
@@ -88,7 +99,7 @@ def ensure_image(client: Any, image: str, *, pull: str = "missing", disk_floor_g
             f"image {image!r} is not present locally and registry {host}:{port} is unreachable; {hint}"
         )
     check_disk_floor(client, disk_floor_gb, f"pulling {image}")
-    repo, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "latest")
+    repo, tag = split_reference(image)
     try:
         client.api.pull(repo, tag=tag)
     except Exception as e:

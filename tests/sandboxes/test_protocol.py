@@ -130,3 +130,18 @@ def test_package_never_imports_swe_rl_torch_or_ray():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert not {m.split(".")[0] for m in out.split()} & {"swe_rl", "torch", "ray"}
+
+
+def test_image_references_name_their_registry_and_tag():
+    from sandboxes.images import registry_of, split_reference
+
+    assert registry_of("swebench/sweb.eval.x86_64.django_1776_django-11099:latest") == (
+        "registry-1.docker.io",
+        443,
+    )
+    assert registry_of("ghcr.io/org/img:1") == ("ghcr.io", 443)
+    assert registry_of("localhost:5000/img") == ("localhost", 5000)
+    assert registry_of("ubuntu") == ("registry-1.docker.io", 443)
+    assert split_reference("localhost:5000/img") == ("localhost:5000/img", "latest")
+    assert split_reference("a/b:v2") == ("a/b", "v2")
+    assert split_reference("a/b@sha256:" + "0" * 64) == ("a/b@sha256:" + "0" * 64, None)
