@@ -27,9 +27,22 @@ class _Request:
 
 
 class HFLocalPolicy:
-    def __init__(self, model: Any, tokenizer: Any, *, max_batch: int = 64, pad_token_id: int | None = None):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_batch: int = 64,
+        pad_token_id: int | None = None,
+        batch_wait_s: float = 0.002,
+    ):
         if max_batch < 1:
             raise ValueError(f"max_batch={max_batch}: expected >= 1")
+        if batch_wait_s < 0:
+            raise ValueError(f"batch_wait_s={batch_wait_s}: expected >= 0")
+        # after the first request, wait this long for more before generating: episodes whose tool calls end at
+        # nearly the same time then share one batch instead of trailing in small ones
+        self.batch_wait_s = batch_wait_s
         self.model = model  # a reference, never a copy: in-place weight updates must be visible
         self.tokenizer = tokenizer
         self.max_batch = max_batch
@@ -63,8 +76,18 @@ class HFLocalPolicy:
         while True:
             batch = [await self._queue.get()]
             await asyncio.sleep(0)  # let coroutines that are ready enqueue their turn too
-            while not self._queue.empty() and len(batch) < self.max_batch:
-                batch.append(self._queue.get_nowait())
+            deadline = asyncio.get_running_loop().time() + self.batch_wait_s
+            while len(batch) < self.max_batch:
+                if not self._queue.empty():
+                    batch.append(self._queue.get_nowait())
+                    continue
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    break
+                try:
+                    batch.append(await asyncio.wait_for(self._queue.get(), timeout=left))
+                except asyncio.TimeoutError:
+                    break
             batch = [r for r in batch if not r.future.done()]  # cancelled by a timeout meanwhile
             if not batch:
                 continue

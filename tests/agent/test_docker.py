@@ -1,5 +1,5 @@
 """End to end in real Docker sandboxes on the micro suite: the gold policy's patch (made through the tools) is graded
-resolved by the grading module; a tiny random model's episode is well-formed and its empty patch is not resolved."""
+resolved by the grading module; a tiny random model's episode is well-formed."""
 
 from __future__ import annotations
 
@@ -49,18 +49,17 @@ async def test_gold_policy_resolves_micro_task(instance_id, agent_micro, tiny_to
 async def test_tiny_model_episode_in_docker(agent_micro, tiny_tokenizer, agent_check, tmp_path):
     from swe_rl.policy.hf import HFLocalPolicy
     from swe_rl.policy.tiny import build_tiny_model
-    from swe_rl.tasks.grading import docker_factory, grade
 
     task = agent_micro["swe-rl-micro__confini-1"]
     (tmp_path / "s.md").write_text("Fix the issue with the tools.")
+    (tmp_path / "t.md").write_text("Issue in {repo_dir}: {problem_statement}")
     cfg = AgentConfig(
-        system_prompt_file=str(tmp_path / "s.md"), max_new_tokens=16, max_format_errors=2, seed=0
-    )
+        system_prompt_file=str(tmp_path / "s.md"), task_prompt_file=str(tmp_path / "t.md"),
+        max_new_tokens=16, max_format_errors=2, seed=0,
+    )  # fmt: skip
     policy = HFLocalPolicy(build_tiny_model(tiny_tokenizer, arch="qwen3", seed=2), tiny_tokenizer)
     async with docker_sandbox(task) as sb:
         traj = await run_episode(task, sb, policy, tiny_tokenizer, cfg)
     await policy.close()
     agent_check(traj, tiny_tokenizer)
-    assert traj.exit_status == "format_errors" and traj.patch == ""
-    result = await grade(task, traj.patch, docker_factory())
-    assert result.failure is None and not result.resolved
+    assert traj.exit_status == "format_errors" and traj.patch == ""  # random text edits nothing
