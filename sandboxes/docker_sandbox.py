@@ -13,7 +13,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from sandboxes.base import (
     SandboxDiedError,
     SandboxError,
     SandboxStartError,
+    SandboxTimeoutError,
 )
 from sandboxes.config import DockerSandboxConfig
 from sandboxes.lifecycle import Janitor, default_janitor, owner_labels
@@ -112,6 +113,7 @@ class DockerSandbox(ShellSandbox):
         self._extra_labels = dict(self.config.labels) | dict(labels or {})
         self._client = client
         self._janitor = janitor or default_janitor()
+        self._expires_at = float("inf")  # unix time the TTL ends (set at create)
         self._janitor.install()  # here, not in start(): this may be the main thread, start() may not be
 
     # --- lifecycle ------------------------------------------------------------------------------------------
@@ -177,6 +179,7 @@ class DockerSandbox(ShellSandbox):
             auto_remove=True,
         )
         labels = owner_labels(self.run_id, cfg.ttl) | self._extra_labels
+        self._expires_at = time.time() + cfg.ttl
         resp = api.create_container(
             self.image,
             command=["sleep", str(int(cfg.ttl))],
@@ -259,6 +262,10 @@ class DockerSandbox(ShellSandbox):
         try:
             st = await asyncio.to_thread(state)
         except Exception as e:
+            if time.time() >= self._expires_at:
+                raise SandboxTimeoutError(
+                    f"sandbox reached its ttl={self.config.ttl:g}s and is gone", sandbox_id=self.id, cause=e
+                ) from e
             raise SandboxDiedError("sandbox container is gone", sandbox_id=self.id, cause=e) from e
         if not st.get("Running"):
             detail = f"status={st.get('Status')} exit={st.get('ExitCode')} oom={st.get('OOMKilled')}"
@@ -310,19 +317,37 @@ class DockerSandbox(ShellSandbox):
 
     # --- files ----------------------------------------------------------------------------------------------
     async def read_file(self, path: str) -> bytes:
-        return await asyncio.to_thread(transfer.read_file, self._client, self.id, path, self._io())
+        return await self._io_call(transfer.read_file, path)
 
     async def write_file(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None:
         raw = data.encode() if isinstance(data, str) else bytes(data)
-        await asyncio.to_thread(transfer.write_file, self._client, self.id, path, raw, mode, self._io())
+        await self._io_call(transfer.write_file, path, raw, mode)
 
     async def upload(self, src: str, dst: str) -> None:
         """Copy a host file to container path `dst`, or a host directory's contents into directory `dst`."""
-        await asyncio.to_thread(transfer.upload, self._client, self.id, src, dst, self._io())
+        await self._io_call(transfer.upload, src, dst)
 
     async def download(self, src: str, dst: str) -> None:
         """Copy a container file to host path `dst`, or a container directory's contents into host dir `dst`."""
-        await asyncio.to_thread(transfer.download, self._client, self.id, src, dst, self._io())
+        await self._io_call(transfer.download, src, dst)
+
+    async def _io_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a blocking transfer; engine/socket failures become SandboxError subclasses (file errors stay)."""
+        ctx = self._io()
+        try:
+            return await asyncio.to_thread(fn, self._client, self.id, *args, ctx)
+        except (SandboxError, FileNotFoundError):
+            raise
+        except TimeoutError as e:
+            await self._check_alive()
+            raise SandboxTimeoutError(
+                f"{fn.__name__} exceeded io_timeout={ctx.timeout:g}s", sandbox_id=self.id, cause=e
+            ) from e
+        except Exception as e:
+            if isinstance(e, OSError) and e.errno is not None and not isinstance(e, ConnectionError):
+                raise  # a host-side file problem (permissions, not a directory ...) is the caller's to see
+            await self._check_alive()
+            raise SandboxError(f"{fn.__name__} failed", sandbox_id=self.id, cause=e) from e
 
     def _io(self) -> transfer.IoContext:
         if not self._started or self._closed:

@@ -11,7 +11,13 @@ import time
 
 import pytest
 
-from sandboxes import EngineUnreachableError, SandboxDiedError, SandboxStartError, make_sandbox
+from sandboxes import (
+    EngineUnreachableError,
+    SandboxDiedError,
+    SandboxStartError,
+    SandboxTimeoutError,
+    make_sandbox,
+)
 from sandboxes.lifecycle import list_managed, reap
 
 pytestmark = pytest.mark.docker
@@ -108,8 +114,10 @@ async def test_container_expires_by_itself(sbx_cfg, sbx_docker_client):
         while list_managed(sbx_docker_client, run_id=run_id) and time.monotonic() < deadline:
             await asyncio.sleep(0.5)
         assert list_managed(sbx_docker_client, run_id=run_id) == []  # sleep TTL ended, auto-removed
-        with pytest.raises(SandboxDiedError):
+        with pytest.raises(SandboxTimeoutError, match="ttl=2s"):
             await sb.exec("true")
+        with pytest.raises(SandboxTimeoutError):
+            await sb.read_file("/etc/hostname")
 
 
 async def test_start_errors_are_clear(sbx_cfg):
