@@ -37,14 +37,17 @@ class SharedPolicy:
 class ScriptedProvider:
     """A fresh scripted policy per episode: it needs the task (its gold patch) to act."""
 
-    def __init__(self, tokenizer: Any, agent_format: str):
+    def __init__(self, tokenizer: Any, agent_format: str, test_command: str = "python -m pytest -q"):
         self.tokenizer = tokenizer
         self.agent_format = agent_format
+        self.test_command = test_command
 
     def policy_for(self, task: Task, sample_idx: int) -> Policy:
         from swe_rl.policy.scripted import ScriptedGoldPolicy
 
-        return ScriptedGoldPolicy(task, self.tokenizer, action_format=self.agent_format)
+        return ScriptedGoldPolicy(
+            task, self.tokenizer, action_format=self.agent_format, test_command=self.test_command
+        )
 
     def set_state(self, state_dict: Any) -> None:
         raise TypeError("the scripted policy has no weights")
@@ -53,11 +56,12 @@ class ScriptedProvider:
 class ScriptedPolicySpec(StrictModel):
     kind: Literal["scripted"] = "scripted"  # replays the gold patch through the tools (reference/upper bound)
     action_format: Literal["xml", "hermes"] = "xml"  # must match agent.action_format
+    test_command: str = "python -m pytest -q"  # the test run it does before submitting
 
     def build(self) -> ScriptedProvider:
         from swe_rl.policy.tiny import build_tokenizer
 
-        return ScriptedProvider(build_tokenizer(), self.action_format)
+        return ScriptedProvider(build_tokenizer(), self.action_format, self.test_command)
 
 
 class TinyPolicySpec(StrictModel):
