@@ -98,11 +98,12 @@ def broadcast(span_values: Tensor, index: SpanIndex, fill: float = 0.0) -> Tenso
     run_values = torch.cat([fill_t, span_values])[index.run_span + 1]  # (R,) value of every run
     n = index.run_start.numel()
     if not (torch.is_grad_enabled() and span_values.requires_grad) and n > 0:
-        # Fast path (no autograd): the backward kernel of a segment sum *is* a run-wise fill — one write pass,
-        # no (B·T) index tensor. A private aten op, pinned with torch; the general path below is the fallback.
+        # Fast path (no autograd): the backward kernel of a segment sum *is* a run-wise fill: one write pass and
+        # no (B·T) index tensor. For "sum" its `data` argument only gives the shape (an uninitialized buffer).
+        # A private aten op (torch is pinned); the general path below is the fallback.
         try:
             out = torch.ops.aten._segment_reduce_backward(
-                run_values, run_values, run_values.new_zeros(1).expand(n), "sum", lengths=index.run_lengths
+                run_values, run_values, run_values.new_empty(n), "sum", lengths=index.run_lengths
             )
             return out.view(index.shape)
         except (AttributeError, RuntimeError, TypeError):
