@@ -104,6 +104,9 @@ def run(
     pids: Annotated[int, typer.Option(help="max processes")] = 512,
     workdir: Annotated[str | None, typer.Option(help="working directory")] = None,
     output_limit: Annotated[int, typer.Option(help="bytes of output kept (head + tail)")] = 100_000,
+    env: Annotated[
+        list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE for the command (repeatable)")
+    ] = None,
 ) -> None:
     """Run one command in a fresh sandbox: `sandboxes run IMAGE -- CMD ...`. Exits with the command's code."""
     import shlex
@@ -115,7 +118,12 @@ def run(
         typer.echo("error: no command given; usage: sandboxes run IMAGE -- CMD ...", err=True)
         raise typer.Exit(2)
     cmd = ctx.args[0] if len(ctx.args) == 1 else shlex.join(ctx.args)
+    pairs = [item.partition("=") for item in env or []]
+    if any(not sep or not key for key, sep, _ in pairs):
+        typer.echo("error: --env expects KEY=VALUE", err=True)
+        raise typer.Exit(2)
     cfg = DockerSandboxConfig(
+        env={key: value for key, _, value in pairs},
         image=image,
         workdir=workdir,
         output_limit=output_limit,

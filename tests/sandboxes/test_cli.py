@@ -18,6 +18,8 @@ def test_run_passes_output_and_exit_code(sbx_cfg):
     assert res.exit_code == 3 and res.stdout == "lo\n"
     res = runner.invoke(app, ["run", sbx_cfg().image, "--timeout", "1", "--", "sleep", "30"])
     assert res.exit_code == 124
+    res = runner.invoke(app, ["run", sbx_cfg().image, "-e", "A=1 2", "--", 'echo "$A"'])
+    assert res.exit_code == 0 and res.stdout == "1 2\n"
     res = runner.invoke(app, ["run", sbx_cfg().image])
     assert res.exit_code == 2 and "no command given" in res.output
 
