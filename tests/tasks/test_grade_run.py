@@ -89,3 +89,13 @@ def test_build_images_cli(tasks_micro_images):
 
     res = CliRunner().invoke(app, ["tasks", "build-images", "--id", "swe-rl-micro__confini-1"])
     assert res.exit_code == 0 and "present" in res.output and "swe-rl/micro:confini-1" in res.output
+
+
+def test_prebuilt_image_sources_report_missing_images(tasks_micro_images):
+    from swe_rl.tasks.images import ensure_images
+
+    present = tasks_micro_images["swe-rl-micro__textkit-1"]
+    absent = present.model_copy(update={"instance_id": "x__y-1", "image": "registry.invalid/none/img:1"})
+    got = {r.instance_id: r for r in ensure_images([present, absent])}
+    assert got[present.instance_id].status == "present"
+    assert got["x__y-1"].status == "failed" and "registry.invalid" in got["x__y-1"].error
