@@ -94,3 +94,13 @@ class AlgoConfig(StrictModel):
     epo: EPOConfig = EPOConfig()  # entropy regularizer in the loss
     loss: LossConfig = LossConfig()  # policy loss
     entropy_chunk_size: int = Field(default=512, ge=1)  # tokens per chunk in token_entropy (memory vs speed)
+
+    @model_validator(mode="after")
+    def _gspo_needs_token_form(self) -> AlgoConfig:
+        # Sequence-level GSPO takes one advantage per row; per-span α (cumulative rows) would be averaged away.
+        if self.modulator.kind != "none" and self.loss.type == "gspo":
+            raise ValueError(
+                f"loss.type: 'gspo' uses one advantage per sequence, so modulator.kind={self.modulator.kind!r} "
+                "(per-span advantages) needs loss.type='gspo_token'"
+            )
+        return self

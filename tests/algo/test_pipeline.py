@@ -33,6 +33,8 @@ def test_config_from_yaml_and_overrides(tmp_path):
         load_config(AlgoConfig, overrides=["modulator.kind=entropy"])
     with pytest.raises(ConfigError):
         load_config(AlgoConfig, overrides=["epo.kappa_low=3", "epo.kappa_high=2"])
+    with pytest.raises(ConfigError, match="gspo_token"):
+        load_config(AlgoConfig, overrides=["modulator.kind=aem", "loss.type=gspo"])
 
 
 def test_plain_broadcast_and_invalid_rows_masked():
