@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
-import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,7 +17,6 @@ from typing import Any
 
 from sandboxes import transfer
 from sandboxes.base import (
-    EngineUnreachableError,
     ExecResult,
     SandboxDiedError,
     SandboxError,
@@ -27,9 +24,12 @@ from sandboxes.base import (
     SandboxTimeoutError,
 )
 from sandboxes.config import DockerSandboxConfig
+from sandboxes.engine import SocketTransport, docker_client, open_exec_transport
 from sandboxes.lifecycle import Janitor, default_janitor, owner_labels
-from sandboxes.shell import FrameDemux, OutputCap, check_env
+from sandboxes.shell import OutputCap, check_env
 from sandboxes.shellbox import ShellSandbox
+
+__all__ = ["STATE_DIR", "DockerSandbox", "docker_client"]  # docker_client re-exported: callers import it here
 
 STATE_DIR = "/dev/shm/.sandboxes"  # survives a read-only root; not under /tmp, which tests may fill
 # Kill every process of one session with bash builtins only (no fork: works when the pids limit is exhausted).
@@ -37,47 +37,6 @@ _KILL_SESSION = (
     'for _ in 1 2 3; do for d in /proc/[0-9]*; do read -r l < "$d/stat" 2>/dev/null || continue; '
     'l=${l##*) }; set -- $l; [ "$4" = "$SID" ] && kill -9 "${d#/proc/}" 2>/dev/null; done; done; true'
 )
-
-
-def docker_client(docker_host: str | None = None) -> Any:
-    """A docker SDK client, or EngineUnreachableError naming the engine and the cause."""
-    import docker
-
-    try:
-        client = docker.DockerClient(base_url=docker_host) if docker_host else docker.from_env()
-        client.ping()
-        return client
-    except Exception as e:
-        where = docker_host or os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        raise EngineUnreachableError(f"Docker engine at {where} is unreachable", cause=e) from e
-
-
-class _SocketTransport:
-    """The attached exec stream of the shell: asyncio over the hijacked socket, demultiplexing Docker frames."""
-
-    def __init__(self, sock_io: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._sock_io = sock_io  # keeps the SDK's response object (and so the socket) alive
-        self._reader, self._writer = reader, writer
-        self._demux = FrameDemux()
-
-    async def read(self) -> bytes:
-        while True:
-            data = await self._reader.read(1 << 20)
-            if not data:
-                return b""
-            out = b"".join(payload for _, payload in self._demux.feed(data))
-            if out:
-                return out
-
-    async def write(self, data: bytes) -> None:
-        self._writer.write(data)
-        await self._writer.drain()
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._writer.close()
-        with contextlib.suppress(Exception):
-            self._sock_io.close()
 
 
 class DockerSandbox(ShellSandbox):
@@ -210,7 +169,7 @@ class DockerSandbox(ShellSandbox):
         self._janitor.release(self.name)
 
     # --- shell backend hooks --------------------------------------------------------------------------------
-    async def _open_transport(self) -> _SocketTransport:
+    async def _open_transport(self) -> SocketTransport:
         def open_exec() -> Any:
             api = self._client.api
             ex = api.exec_create(
@@ -229,13 +188,7 @@ class DockerSandbox(ShellSandbox):
         except Exception as e:
             await self._check_alive()
             raise SandboxStartError("could not open the sandbox shell", sandbox_id=self.id, cause=e) from e
-        raw: socket.socket = sock_io._sock
-        raw.setblocking(False)
-        if raw.family == socket.AF_UNIX:
-            reader, writer = await asyncio.open_unix_connection(sock=raw, limit=1 << 22)
-        else:
-            reader, writer = await asyncio.open_connection(sock=raw, limit=1 << 22)
-        return _SocketTransport(sock_io, reader, writer)
+        return await open_exec_transport(sock_io)
 
     async def _kill_session(self, sid: int) -> None:
         def kill() -> None:
