@@ -144,7 +144,12 @@ async def grade_predictions(
                 on_done(task.instance_id, None)
             return
         async with sem:
-            result = await grade(task, patch, factory, timeout=timeout)
+            try:
+                result = await grade(task, patch, factory, timeout=timeout)
+            except Exception as e:  # the one boundary per instance: record it, retried on the next run
+                result = RewardResult(
+                    None, False, {}, f"{type(e).__name__}: {e}", f"grader_error:{type(e).__name__}"
+                )
         _write_instance(out / task.instance_id, pred, result)
         if on_done:
             on_done(task.instance_id, result)
