@@ -43,6 +43,7 @@ class Limits(StrictConfig):
     tmpfs: dict[str, str] = Field(
         default_factory=dict
     )  # size-limited writable areas, e.g. {"/scratch": "size=64m"}
+    core_dumps: bool = False  # allow core files (off: a crashing giant process must not fill the disk)
     storage_size: str | None = (
         None  # writable-layer size (overlay2 on xfs with pquota only); null = unlimited
     )
@@ -92,6 +93,7 @@ class DockerSandboxConfig(SandboxBackendConfig):
     disk_floor_gb: float = Field(default=10.0, ge=0)  # warn before a pull/build when free disk is below this
     docker_host: str | None = None  # engine URL (unix:///var/run/docker.sock, tcp://...); null = DOCKER_HOST
     io_timeout: float = Field(default=120.0, gt=0)  # seconds for one file transfer or helper exec
+    io_max_bytes: int = Field(default=1 << 30, gt=0)  # largest read_file/download accepted, bytes
     labels: dict[str, str] = Field(default_factory=dict)  # extra container labels
 
     def build(self, *, image=None, copy_from=None, run_id=None, labels=None) -> Sandbox:

@@ -121,6 +121,8 @@ class DockerSandbox(ShellSandbox):
         api.start(cid)
 
     def _create_container(self, api: Any) -> str:
+        import docker
+
         lim, cfg = self.config.limits, self.config
         host_config = api.create_host_config(
             network_mode=lim.network,
@@ -134,6 +136,7 @@ class DockerSandbox(ShellSandbox):
             read_only=lim.read_only_root,
             tmpfs=dict(lim.tmpfs) or None,
             storage_opt={"size": lim.storage_size} if lim.storage_size else None,
+            ulimits=None if lim.core_dumps else [docker.types.Ulimit(name="core", soft=0, hard=0)],
             init=True,
             auto_remove=True,
         )
@@ -305,4 +308,5 @@ class DockerSandbox(ShellSandbox):
     def _io(self) -> transfer.IoContext:
         if not self._started or self._closed:
             raise SandboxError("sandbox is not running", sandbox_id=self.id)
-        return transfer.IoContext(workdir=self.config.workdir, timeout=self.config.io_timeout)
+        cfg = self.config
+        return transfer.IoContext(workdir=cfg.workdir, timeout=cfg.io_timeout, max_bytes=cfg.io_max_bytes)

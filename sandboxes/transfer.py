@@ -28,6 +28,9 @@ from sandboxes.shell import FrameDemux
 class IoContext:
     workdir: str | None  # base of relative container paths (None = the image WORKDIR)
     timeout: float  # seconds for one transfer
+    max_bytes: int = (
+        1 << 30
+    )  # largest read_file/download accepted (a hostile file must not exhaust host memory)
 
 
 def exec_io(
@@ -40,6 +43,7 @@ def exec_io(
     workdir: str | None = None,
     timeout: float = 120,
     sink: Callable[[bytes], None] | None = None,
+    max_bytes: int | None = None,
 ) -> tuple[int, bytes, bytes]:
     """Run argv once in the container, feeding `stdin`, and return (exit_code, stdout, stderr).
 
@@ -75,6 +79,10 @@ def exec_io(
                     sink(payload)
                 else:
                     (out if stream == 1 else err).extend(payload)
+                    if max_bytes is not None and len(out) > max_bytes:
+                        raise SandboxError(
+                            f"output of {argv[0]} exceeds max_bytes={max_bytes}", sandbox_id=cid
+                        )
     finally:
         sock_io.close()
         raw.close()
@@ -98,7 +106,10 @@ def _fail(cid: str, what: str, path: str, rc: int, err: bytes) -> None:
 
 
 def read_file(client: Any, cid: str, path: str, ctx: IoContext) -> bytes:
-    rc, out, err = exec_io(client, cid, ["cat", "--", path], workdir=ctx.workdir, timeout=ctx.timeout)
+    argv = ["cat", "--", path]
+    rc, out, err = exec_io(
+        client, cid, argv, workdir=ctx.workdir, timeout=ctx.timeout, max_bytes=ctx.max_bytes
+    )
     if rc != 0:
         _fail(cid, "read_file", path, rc, err)
     return out
@@ -146,7 +157,9 @@ def download(client: Any, cid: str, src: str, dst: str, ctx: IoContext) -> None:
     """Container file -> host file `dst`; container directory -> its contents into host directory `dst`."""
     parent, base = posixpath.split(src.rstrip("/") or "/")
     argv = ["tar", "-c", "-f", "-", "-C", parent or "/", "--", base or "."]
-    rc, out, err = exec_io(client, cid, argv, workdir=ctx.workdir, timeout=ctx.timeout)
+    rc, out, err = exec_io(
+        client, cid, argv, workdir=ctx.workdir, timeout=ctx.timeout, max_bytes=ctx.max_bytes
+    )
     if rc != 0:
         _fail(cid, "download of", src, rc, err)
     with tempfile.TemporaryDirectory() as tmp:

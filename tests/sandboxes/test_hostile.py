@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from sandboxes import SandboxDiedError, make_sandbox
+from sandboxes import SandboxDiedError, SandboxError, make_sandbox
 
 pytestmark = pytest.mark.docker
 
@@ -151,6 +151,15 @@ async def test_limits_are_on_by_default(sbx_cfg, sbx_docker_client):
         cap_eff = int(status[status.index("CapEff:") + 1], 16)
         assert cap_eff & (1 << 13) == 0 and cap_eff & (1 << 21) == 0  # no CAP_NET_RAW, no CAP_SYS_ADMIN
         assert cap_eff & (1 << 0)  # CAP_CHOWN kept for root-run workloads
+        assert (await sb.exec("ulimit -c")).output == "0\n"  # no core files
+
+
+async def test_huge_file_read_is_refused_not_buffered(sbx_cfg):
+    async with make_sandbox(sbx_cfg(io_max_bytes=1 << 20)) as sb:
+        await sb.exec("head -c 3000000 /dev/zero > /tmp/big")
+        with pytest.raises(SandboxError, match="max_bytes"):
+            await sb.read_file("/tmp/big")
+        assert len(await sb.read_file("/etc/hostname")) > 0
 
 
 async def test_shell_killed_by_its_command_is_replaced(sbx_cfg):
