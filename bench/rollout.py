@@ -87,7 +87,7 @@ def main() -> None:
     measure("gold", gold, items, args.concurrency)
     # Real SWE-bench test suites run for tens of seconds: the episode then waits on its sandbox, which is the
     # regime where more actors (more sandboxes in flight) pay off even on few cores.
-    slow = ScriptedPolicySpec(test_command=f"sleep {args.test_wait:g} && python -m pytest -q")
+    slow = ScriptedPolicySpec(test_command=f"sleep {args.test_wait:g} && python3 -m pytest -q")
     bound = RolloutSpec(policy=slow, agent=agent, grade=False, run_id="bench-rollout")
     measure("sandbox_bound", bound, items, args.concurrency)
 

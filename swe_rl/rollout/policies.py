@@ -37,7 +37,7 @@ class SharedPolicy:
 class ScriptedProvider:
     """A fresh scripted policy per episode: it needs the task (its gold patch) to act."""
 
-    def __init__(self, tokenizer: Any, agent_format: str, test_command: str = "python -m pytest -q"):
+    def __init__(self, tokenizer: Any, agent_format: str, test_command: str = "python3 -m pytest -q"):
         self.tokenizer = tokenizer
         self.agent_format = agent_format
         self.test_command = test_command
@@ -56,7 +56,7 @@ class ScriptedProvider:
 class ScriptedPolicySpec(StrictModel):
     kind: Literal["scripted"] = "scripted"  # replays the gold patch through the tools (reference/upper bound)
     action_format: Literal["xml", "hermes"] = "xml"  # must match agent.action_format
-    test_command: str = "python -m pytest -q"  # the test run it does before submitting
+    test_command: str = "python3 -m pytest -q"  # the test run it does before submitting
 
     def build(self) -> ScriptedProvider:
         from swe_rl.policy.tiny import build_tokenizer
