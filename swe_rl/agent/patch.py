@@ -2,17 +2,22 @@
 
 A throwaway index (a copy of the repo's) collects the working tree with `git add -A`, so the repo's own index and
 history stay untouched and commits made by the agent are still diffed against the base commit. The patch is written
-to a file and read back as bytes, so it is never clipped by exec's output cap.
+to a file; small ones come back base64-encoded in the same exec, big ones are read back as bytes, so a patch is never
+clipped by exec's output cap.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import shlex
 from typing import Any
 
 from sandboxes.base import SandboxError
 
 PATCH_FILE = "/tmp/.swe_rl_patch.diff"
+INLINE_MAX = 48_000  # bytes; base64 of it stays well under exec output caps (100 KB by default)
+INLINE_MARK = "SWE_RL_PATCH_INLINE"
 INDEX_FILE = "/tmp/.swe_rl_index"
 
 
@@ -35,12 +40,32 @@ async def base_commit_of(sandbox: Any, repo_dir: str, timeout: float) -> str:
     return res.output.strip().splitlines()[-1]
 
 
+def _inline(output: str) -> bytes | None:
+    """The patch bytes when the exec output carried them whole (size line + base64), else None."""
+    _, sep, rest = output.partition(INLINE_MARK)
+    if not sep:
+        return None
+    size_text, _, b64 = rest.strip().partition("\n")
+    try:
+        data = base64.b64decode(b64.strip(), validate=True)
+    except (ValueError, binascii.Error):
+        return None
+    return data if size_text.strip().isdigit() and len(data) == int(size_text) else None
+
+
 async def get_patch(sandbox: Any, repo_dir: str, base_commit: str, exclude: list[str], timeout: float) -> str:
-    """The diff as text. Non-UTF-8 bytes in text hunks are kept via surrogateescape-free replacement (rare)."""
-    res = await sandbox.exec(patch_command(repo_dir, base_commit, exclude), timeout=timeout)
+    """The diff as text (bytes that are not UTF-8 become U+FFFD; binary files are base85 via --binary).
+
+    Small patches come back base64-encoded in the same exec's output (one round trip); larger ones, or output
+    that was clipped, are read back from the file."""
+    f = PATCH_FILE
+    inline = f'{{ S=$(wc -c < {f}); if [ "$S" -le {INLINE_MAX} ]; then echo "{INLINE_MARK} $S"; base64 -w0 {f}; fi; true; }}'
+    res = await sandbox.exec(patch_command(repo_dir, base_commit, exclude) + " && " + inline, timeout=timeout)
     if res.exit_code != 0:
         raise SandboxError(
             f"git diff in {repo_dir} failed (exit {res.exit_code}): {res.output.strip()[:500]}"
         )
-    data = await sandbox.read_file(PATCH_FILE)
+    data = _inline(res.output)
+    if data is None:
+        data = await sandbox.read_file(PATCH_FILE)
     return data.decode("utf-8", errors="replace")

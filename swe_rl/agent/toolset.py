@@ -6,7 +6,10 @@ shell command line and reads the output. `submit` (alias `finish`) never reaches
 
 from __future__ import annotations
 
+import base64
+import io
 import shlex
+import tarfile
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -119,9 +122,29 @@ def script_source(name: str) -> bytes:
     return (resources.files("swe_rl.agent.tools") / f"{name}.py").read_bytes()
 
 
-async def install_tools(sandbox: Any, tools_dir: str) -> None:
-    """Copy the tool scripts into the sandbox, executable. One write per script (3 round trips)."""
-    await sandbox.exec(f"mkdir -p {shlex.quote(tools_dir)}", timeout=30)
+def tools_archive() -> bytes:
+    """The tool scripts as a gzipped tar (mode 755), for a one-round-trip install."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name in SCRIPTS:
+            data = script_source(name)
+            info = tarfile.TarInfo(f"{name}.py")
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+async def install_tools(sandbox: Any, tools_dir: str, timeout: float = 60) -> None:
+    """Copy the tool scripts into the sandbox, executable: one exec (base64 tar in the command line, ~10 KB);
+    per-file writes as the fallback for images without base64/tar."""
+    d = shlex.quote(tools_dir)
+    b64 = base64.b64encode(tools_archive()).decode()
+    res = await sandbox.exec(
+        f"mkdir -p {d} && printf '%s' '{b64}' | base64 -d | tar -xz -C {d}", timeout=timeout
+    )
+    if res.exit_code == 0:
+        return
+    await sandbox.exec(f"mkdir -p {d}", timeout=timeout)
     for name in SCRIPTS:
         await sandbox.write_file(f"{tools_dir}/{name}.py", script_source(name), mode=0o755)
 

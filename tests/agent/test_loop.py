@@ -204,7 +204,10 @@ async def test_length_cut_turn_is_closed_by_loop(
 async def test_binary_and_new_files_in_patch(agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer):
     repo, task = agent_repo
     cfg = agent_cfg_for(agent_sandbox, max_steps=5)
-    cmd = "printf '\\x00\\x01\\xff' > blob.bin && echo new > notes.txt && rm test_calc.py && python3 -c 'import calc'"
+    cmd = (
+        "printf '\\x00\\x01\\xff' > blob.bin && echo new > notes.txt && rm test_calc.py && python3 -c 'import calc'"
+        " && seq 1 20000 > big.txt"  # > 48 KB of diff: read back from the file instead of inline
+    )
     replies = [format_action("execute_bash", {"command": cmd}, "xml"), format_action("submit", {}, "xml")]
     traj = await run_episode(task, agent_sandbox, ReplayPolicy(tiny_tokenizer, replies), tiny_tokenizer, cfg)
     assert (
@@ -215,6 +218,19 @@ async def test_binary_and_new_files_in_patch(agent_repo, agent_sandbox, agent_cf
     subprocess.run(["git", "clone", "-q", str(repo), str(clean)], check=True)
     subprocess.run(["git", "apply", "--binary", "-"], input=traj.patch.encode(), cwd=clean, check=True)
     assert (clean / "blob.bin").read_bytes() == b"\x00\x01\xff" and not (clean / "test_calc.py").exists()
+    assert (clean / "big.txt").read_text().splitlines()[-1] == "20000"
+
+
+def test_inline_patch_transport():
+    import base64
+
+    from swe_rl.agent.patch import INLINE_MARK, _inline
+
+    data = b"diff --git a/x b/x\n+\xc3\xa9\n"
+    out = f"noise\n{INLINE_MARK} {len(data)}\n{base64.b64encode(data).decode()}"
+    assert _inline(out) == data
+    assert _inline(out[:-8]) is None  # clipped output -> read the file instead
+    assert _inline("no marker") is None
 
 
 async def test_infrastructure_error_escapes_with_partial_trajectory(
