@@ -5,7 +5,7 @@ rollout logprobs and entropy), observations are appended as chat-template deltas
 re-tokenized. Reward is not computed here (the rollout layer grades the patch).
 
 Exit statuses: submitted (terminated), format_errors (terminated: the policy's own doing, so it is scored),
-max_steps / context_limit / timeout (truncated). Tool failures are observations. Infrastructure failures
+max_steps / context_limit / timeout (truncated), error (truncated). Tool failures are observations. Infrastructure failures
 (SandboxError, a policy backend that is down) propagate; the exception carries the partial trajectory as
 `exc.trajectory` with exit_status "error" so the caller's single boundary can record it.
 """
@@ -88,7 +88,9 @@ async def run_episode(
     def finish(status: str) -> None:
         traj.exit_status = status
         traj.terminated = status in ("submitted", "format_errors")
-        traj.truncated = status in TRUNCATING
+        traj.truncated = (
+            status in TRUNCATING or status == "error"
+        )  # cut short by infrastructure (as rollout does)
 
     try:
         t0 = time.monotonic()

@@ -251,4 +251,5 @@ async def test_infrastructure_error_escapes_with_partial_trajectory(
     with pytest.raises(SandboxError) as info:
         await run_episode(task, agent_sandbox, ClosingPolicy(tiny_tokenizer, [view]), tiny_tokenizer, cfg)
     partial = info.value.trajectory
-    assert partial.exit_status == "error" and partial.error and partial.metrics["steps"] == 2
+    assert partial.exit_status == "error" and partial.truncated and not partial.terminated
+    assert partial.error and partial.metrics["steps"] == 2 and partial.reward is None
