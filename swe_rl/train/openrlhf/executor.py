@@ -21,6 +21,7 @@ import asyncio
 import copy
 import itertools
 import json
+import logging
 import os
 import traceback
 import uuid
@@ -78,8 +79,23 @@ class SweAgentInstance(AgentInstanceBase):
         return {"observation": states["observation"]}
 
     async def step(self, state_dict: dict, **kwargs: Any) -> dict:
-        raise NotImplementedError(
-            "swe-rl episodes run in our agent loop (AgentExecutor.execute), not in step()"
+        raise NotImplementedError("swe-rl episodes run whole in `run` (our agent loop), not turn by turn")
+
+    async def run(
+        self, policy: Any, tokenizer: Any, loop_cfg: Any, runtime: Any, sample_idx: int
+    ) -> Trajectory:
+        """The episode: our agent loop in a fresh sandbox, then grading, via rollout_one (which never raises).
+        `runtime` is the AgentExecutor (sandbox factory and grader shared by the engine's samples)."""
+        from swe_rl.rollout.episode import rollout_one
+
+        return await rollout_one(
+            self.task,
+            sample_idx,
+            policy,
+            runtime.sandbox_factory,
+            loop_cfg,
+            runtime.reward_fn,
+            tokenizer=tokenizer,
         )
 
 
@@ -152,7 +168,6 @@ class AgentExecutor(MultiTurnAgentExecutor):
     async def execute(
         self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None
     ):
-        from swe_rl.rollout.episode import rollout_one
 
         want_lp = getattr(sampling_params, "logprobs", None) is not None
         try:
@@ -165,18 +180,11 @@ class AgentExecutor(MultiTurnAgentExecutor):
             )
             policy = EnginePolicy(llm_engine, sampling_params)
             async with self._admission():
-                traj = await rollout_one(
-                    instance.task,
-                    next(self._sample_ids),
-                    policy,
-                    self.sandbox_factory,
-                    loop_cfg,
-                    self.reward_fn,
-                    tokenizer=hf_tokenizer,
-                )
+                traj = await instance.run(policy, hf_tokenizer, loop_cfg, self, next(self._sample_ids))
             return trajectory_to_response(traj, prompt, label, hf_tokenizer, want_lp)
         except asyncio.CancelledError:
             raise
-        except Exception:  # never crash the training step: a zero-advantage sample instead
+        except Exception:  # never crash the training step: a zero-advantage sample instead (logged)
+            logging.getLogger(__name__).exception("swe-rl AgentExecutor: sample failed, returning valid=0")
             failed = Trajectory(task_id=str(prompt), exit_status="error", error=traceback.format_exc())
             return trajectory_to_response(failed, prompt, label, hf_tokenizer, want_lp, error=True)
