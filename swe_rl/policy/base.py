@@ -11,7 +11,9 @@ class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 512
-    stop_token_ids: tuple[int, ...] = ()  # generation stops after emitting one of these (it is kept in token_ids)
+    stop_token_ids: tuple[
+        int, ...
+    ] = ()  # generation stops after emitting one of these (it is kept in token_ids)
     seed: int | None = None
 
 
@@ -21,7 +23,9 @@ class Completion:
     logprobs: list[float]  # log p(token) under the sampling distribution (after temperature), one per token
     text: str
     finish_reason: str  # "stop" | "length"
-    token_entropy: list[float] | None = field(default=None)  # exact entropy per token when the backend has logits
+    token_entropy: list[float] | None = field(
+        default=None
+    )  # exact entropy per token when the backend has logits
 
 
 @runtime_checkable

@@ -174,10 +174,8 @@ def _generate(
     temps = torch.tensor([samplings[i].temperature or 1.0 for i in rows], device=device)
     top_ps = torch.tensor([samplings[i].top_p for i in rows], device=device)
     greedy = torch.tensor([samplings[i].temperature == 0 for i in rows], device=device)
-    gens = [
-        None if samplings[i].seed is None else torch.Generator(device=device).manual_seed(samplings[i].seed)
-        for i in rows
-    ]
+    seeds = [samplings[i].seed for i in rows]
+    gens = [None if s is None else torch.Generator(device=device).manual_seed(s) for s in seeds]
     cache = DynamicCache(config=model.config)
     out = model(
         input_ids=input_ids,

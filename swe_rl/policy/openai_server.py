@@ -31,6 +31,7 @@ class PolicyServer:
     @property
     def base_url(self) -> str:
         host, port = self.httpd.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else host
         return f"http://{host}:{port}/v1"
 
     def start(self) -> PolicyServer:
