@@ -35,6 +35,8 @@ def ensure_ray(cfg: PoolConfig) -> bool:
 
     if ray.is_initialized():
         return False
+    # Opt in to Ray's future behaviour (leave CUDA_VISIBLE_DEVICES alone for 0-GPU actors); silences its warning.
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     if cfg.ray_address:
         ray.init(address=cfg.ray_address, log_to_driver=False, configure_logging=False)
     else:
@@ -62,6 +64,9 @@ class RolloutPool:
         self._context_factory = context_factory
         self._cleanup = cleanup
         self._started_ray = ensure_ray(cfg)
+        self._policy_state: Any = (
+            None  # ObjectRef of the last set_policy_state: replacement actors load it too
+        )
         self._actors: list[Any] = [self._new_actor() for _ in range(cfg.num_actors)]
         self._restarts = 0
         self._last_death = ""
@@ -77,12 +82,19 @@ class RolloutPool:
         from swe_rl.rollout.worker import RolloutWorker
 
         remote_cls = ray.remote(RolloutWorker)
-        return remote_cls.options(
+        actor = remote_cls.options(
             num_cpus=self.cfg.actor_num_cpus,
             max_concurrency=self.cfg.episodes_per_actor,
             max_restarts=0,  # we replace dead actors ourselves and re-run their episodes exactly once
             max_task_retries=0,
         ).remote(self._context_factory)
+        if self._policy_state is not None:
+            # Waited for: an async actor does not order calls, so no episode may start before the weights load.
+            from ray.exceptions import RayActorError
+
+            with contextlib.suppress(RayActorError):  # a stillborn actor: its episodes fail and are re-run
+                ray.get(actor.set_policy_state.remote(self._policy_state))
+        return actor
 
     def run(self, tasks: Iterable[Task], n_samples: int = 1) -> Iterator[Trajectory]:
         """n_samples episodes per task, sample_idx 0..n-1, yielded as they finish."""
@@ -160,8 +172,8 @@ class RolloutPool:
         """Ship new weights once (object store) and load them in every actor; call between `run`s."""
         import ray
 
-        ref = ray.put(state_dict)
-        ray.get([a.set_policy_state.remote(ref) for a in self._actors])
+        self._policy_state = ray.put(state_dict)
+        ray.get([a.set_policy_state.remote(self._policy_state) for a in self._actors])
 
     def _cancel_all(self) -> None:
         import ray
