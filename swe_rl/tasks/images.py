@@ -32,6 +32,28 @@ def image_exists(tag: str) -> bool:
     return proc.returncode == 0
 
 
+BASE_COMMIT_LABEL = "org.swe-rl.base-commit"  # set by task Dockerfiles that want staleness detection
+
+
+def image_label(tag: str, key: str) -> str | None:
+    """A label of a local image; None when the image is missing, "" when it lacks the label."""
+    fmt = '{{ index .Config.Labels "' + key + '" }}'
+    proc = subprocess.run(["docker", "image", "inspect", "-f", fmt, tag], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    value = proc.stdout.strip()
+    return "" if value == "<no value>" else value
+
+
+def is_current(tag: str, dockerfile: Path, base_commit: str) -> bool:
+    """The image exists and, when its Dockerfile declares the base-commit label, was built for this commit."""
+    label = image_label(tag, BASE_COMMIT_LABEL)
+    if label is None:
+        return False
+    declares = BASE_COMMIT_LABEL in dockerfile.read_text() if dockerfile.is_file() else False
+    return not declares or label == base_commit
+
+
 def docker_cli_builder(tag: str, dockerfile: Path, context: Path) -> None:
     """`docker build --network none`: the fallback when the sandboxes builder is unavailable."""
     cmd = ["docker", "build", "--network", "none", "-q", "-t", tag, "-f", str(dockerfile), str(context)]
@@ -81,7 +103,8 @@ def build_task_images(
     workers: int = 2,
     builder: Builder | None = None,
 ) -> list[BuildResult]:
-    """Build every (or the named) task's image from its Dockerfile; skip images that exist unless `force`."""
+    """Build every (or the named) task's image from its Dockerfile; skip current images unless `force`
+    (an image whose base-commit label differs from the task's base_commit is stale and rebuilt)."""
     from swebench.task.repo import load_task_repo, task_paths
 
     build = builder or default_builder()
@@ -90,9 +113,9 @@ def build_task_images(
 
     def one(inst: dict) -> BuildResult:
         iid, tag = inst["instance_id"], inst["image"]
-        if not force and image_exists(tag):
-            return BuildResult(iid, tag, "present")
         task_dir = dirs[iid]
+        if not force and is_current(tag, task_dir / "Dockerfile", inst.get("base_commit", "")):
+            return BuildResult(iid, tag, "present")
         try:
             build(tag, task_dir / "Dockerfile", build_context(task_dir, inst.get("metadata", {})))
         except Exception as e:  # one failed build must not hide the others' results

@@ -99,3 +99,15 @@ def test_prebuilt_image_sources_report_missing_images(tasks_micro_images):
     got = {r.instance_id: r for r in ensure_images([present, absent])}
     assert got[present.instance_id].status == "present"
     assert got["x__y-1"].status == "failed" and "registry.invalid" in got["x__y-1"].error
+
+
+def test_stale_images_are_detected(tasks_micro_images):
+    from pathlib import Path
+
+    from swe_rl.tasks.images import is_current
+
+    t = tasks_micro_images["swe-rl-micro__exprcalc-1"]
+    dockerfile = Path(t.metadata["task_dir"]) / "Dockerfile"
+    assert is_current(t.image, dockerfile, t.base_commit)
+    assert not is_current(t.image, dockerfile, "0" * 40)  # the task changed since the image was built
+    assert not is_current("swe-rl/missing:never", dockerfile, t.base_commit)

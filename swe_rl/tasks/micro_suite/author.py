@@ -91,11 +91,13 @@ def _eval_script(base_commit: str, test_files: list[str], test_patch: str) -> st
     )
 
 
-def _dockerfile(instance_id: str, repo_dir: str) -> str:
+def _dockerfile(instance_id: str, repo_dir: str, base_commit: str) -> str:
     task = f"tasks/{instance_id}"
     return (
         "# Build context: the suite root (metadata.build_context in task.yaml), so the shared repo is reachable.\n"
         f"FROM {BASE_IMAGE}\n"
+        # lets the builder tell a stale image (older task content) from a current one
+        f'LABEL org.swe-rl.base-commit="{base_commit}"\n'
         f"COPY repos/{repo_dir} /testbed\n"
         f"COPY make_testbed.sh {task}/gold.patch {task}/test.patch /tmp/task/\n"
         "RUN bash /tmp/task/make_testbed.sh /testbed /tmp/task && rm -rf /tmp/task\n"
@@ -149,7 +151,7 @@ def author(spec_path: Path) -> str:
     (out / "tests.json").write_text(dump_tests({"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p}))
     (out / "problem_statement.md").write_text(spec["problem_statement"].rstrip("\n") + "\n")
     (out / "eval.sh").write_text(_eval_script(base_commit, test_files, test))
-    (out / "Dockerfile").write_text(_dockerfile(iid, repo_dir))
+    (out / "Dockerfile").write_text(_dockerfile(iid, repo_dir, base_commit))
     return f"{iid}: base {base_commit[:10]} F2P={len(f2p)} P2P={len(p2p)}"
 
 
