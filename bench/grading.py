@@ -1,0 +1,71 @@
+"""Grading throughput: instances graded per minute by `swe-rl grade` with 1 and 2 workers (goal: 2 workers
+>= 1.8x one), and against swebench's official run_evaluation (2 workers) on the same gold predictions and the
+same local images. Baselines are measured in the same run. Usage: python bench/grading.py [--n 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+
+def _ours(tasks, preds, workers: int, out: Path) -> float:
+    from swe_rl.tasks.grade_run import grade_predictions
+    from swe_rl.tasks.grading import docker_factory
+
+    t0 = time.perf_counter()
+    summary = asyncio.run(
+        grade_predictions(tasks, preds, docker_factory(run_id="bench"), out, workers=workers)
+    )
+    dt = time.perf_counter() - t0
+    assert summary["resolved_instances"] == len(tasks), summary  # gold must resolve, or the timing is moot
+    return dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--n", type=int, default=15, help="micro-suite instances to grade per configuration")
+    args = ap.parse_args()
+
+    from swe_rl.tasks.grade_run import load_predictions
+    from swe_rl.tasks.images import build_task_images
+    from swe_rl.tasks.loaders import MICRO_SUITE, load_tasks
+    from swe_rl.tasks.official import run_official
+
+    build_task_images(MICRO_SUITE, workers=2)
+    tasks = load_tasks("micro")[: args.n]
+    preds = load_predictions("gold", tasks)
+    n = len(tasks)
+    with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
+        root = Path(tmp)
+        one = _ours(tasks, preds, 1, root / "w1")
+        two = _ours(tasks, preds, 2, root / "w2")
+        t0 = time.perf_counter()
+        summary, _ = run_official(
+            tasks, {i: p["model_patch"] for i, p in preds.items()}, root / "official", workers=2
+        )
+        official = time.perf_counter() - t0
+        assert summary["resolved_instances"] == n, summary
+
+    def rate(seconds: float) -> float:
+        return 60.0 * n / seconds
+
+    import os
+
+    print(
+        f"instances: {n} (micro suite, gold predictions); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
+    print(f"swe-rl grade, 1 worker : {rate(one):6.1f} instances/min  ({one:.1f}s)")
+    print(f"swe-rl grade, 2 workers: {rate(two):6.1f} instances/min  ({two:.1f}s)")
+    print(
+        f"official run_evaluation, 2 workers: {rate(official):6.1f} instances/min  ({official:.1f}s, incl. startup)"
+    )
+    print(f"ratio 2 workers / 1 worker: {one / two:.2f}x (goal >= 1.8x)")
+    print(f"ratio swe-rl (2 workers) / official (2 workers): {official / two:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
