@@ -193,20 +193,20 @@ class DockerSandbox(ShellSandbox):
             raise SandboxStartError("could not open the sandbox shell", sandbox_id=self.id, cause=e) from e
         return await open_exec_transport(sock_io)
 
-    async def _kill_session(self, sid: int) -> None:
-        def kill() -> None:
+    async def _kill_session(self, sid: int, *, runaway: bool) -> None:
+        def kill() -> bool:
             try:
-                rc, _, _ = transfer.exec_io(
-                    self._client, self.id, ["bash", "-c", _KILL_SESSION], env={"SID": str(sid)}, timeout=30
-                )
-                if rc == 0:
-                    return
+                argv = ["bash", "-c", _KILL_SESSION]
+                rc, _, _ = transfer.exec_io(self._client, self.id, argv, env={"SID": str(sid)}, timeout=30)
+                return rc == 0
             except Exception:  # e.g. the pids limit is exhausted: no process can be exec'd
-                pass
-            self._client.api.restart(self.id, timeout=0)  # last resort: STOPSIGNAL SIGKILL, files are kept
+                return False
 
-        try:
-            await asyncio.to_thread(kill)
+        if await asyncio.to_thread(kill) or not runaway:
+            return  # a shell that died on its own needs no restart; a dead container shows at the next step
+        await self._check_alive()  # never resurrect a container that was killed from outside
+        try:  # last resort for a runaway nothing can be exec'd beside: STOPSIGNAL SIGKILL, files are kept
+            await asyncio.to_thread(self._client.api.restart, self.id, timeout=0)
         except Exception as e:
             await self._check_alive()
             raise SandboxDiedError("could not kill a runaway command", sandbox_id=self.id, cause=e) from e

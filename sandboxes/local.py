@@ -179,7 +179,7 @@ class LocalSandbox(ShellSandbox):
         duration = time.monotonic() - t0
         return ExecResult(code, cap.text(), code in (124, 137) and duration >= timeout, duration)
 
-    async def _kill_session(self, sid: int) -> None:
+    async def _kill_session(self, sid: int, *, runaway: bool) -> None:
         kill_session(sid)
 
     async def _check_alive(self) -> None:

@@ -12,7 +12,7 @@ import asyncio
 import time
 from typing import Protocol, TypeVar
 
-from sandboxes.base import ExecResult, SandboxError, SandboxStartError
+from sandboxes.base import ExecResult, SandboxDiedError, SandboxError, SandboxStartError
 from sandboxes.shell import MarkerScanner, OutputCap, command_script, init_script, new_nonce
 
 _S = TypeVar("_S", bound="ShellSandbox")
@@ -64,8 +64,10 @@ class ShellSandbox(abc.ABC):
     async def _open_transport(self) -> ShellTransport: ...
 
     @abc.abstractmethod
-    async def _kill_session(self, sid: int) -> None:
-        """Kill every process in session `sid` (the shell, its commands, their background children)."""
+    async def _kill_session(self, sid: int, *, runaway: bool) -> None:
+        """Kill every process in session `sid` (the shell, its commands, their background children).
+
+        runaway: a command is still running (deadline, cancel); the backend may use heavier means."""
 
     @abc.abstractmethod
     async def _check_alive(self) -> None:
@@ -97,14 +99,14 @@ class ShellSandbox(abc.ABC):
             if scanner.feed(data):
                 return True
 
-    async def _replace_shell(self) -> None:
+    async def _replace_shell(self, *, runaway: bool = True) -> None:
         """Kill the current shell's whole session (shell, command, background children) and start a new shell."""
         old, sid = self._transport, self._shell_pid
         self._transport = self._shell_pid = None
         if old is not None:
             old.close()
         if sid is not None:
-            await self._kill_session(sid)
+            await self._kill_session(sid, runaway=runaway)
         await self._start_shell()
 
     # --- public API -----------------------------------------------------------------------------------------
@@ -156,7 +158,13 @@ class ShellSandbox(abc.ABC):
             if not seen:
                 scanner.flush()
                 await self._check_alive()  # raises SandboxDiedError when the whole sandbox is gone
-                await self._replace_shell()
+                try:
+                    await self._replace_shell(runaway=False)
+                except SandboxError as e:  # e.g. the container was dying while it still looked alive
+                    await self._check_alive()
+                    raise SandboxDiedError(
+                        "the sandbox shell died and could not be restarted", sandbox_id=self.id, cause=e
+                    ) from e
                 note = "\n[sandbox: the shell exited unexpectedly; restarted]"
                 return ExecResult(-1, scanner.cap.text() + note, False, duration)
             code = scanner.exit_code if scanner.exit_code is not None else -1
