@@ -11,25 +11,26 @@ from __future__ import annotations
 import base64
 import binascii
 import shlex
+import uuid
 from typing import Any
 
 from sandboxes.base import SandboxError
 
-PATCH_FILE = "/tmp/.swe_rl_patch.diff"
 INLINE_MAX = 48_000  # bytes; base64 of it stays well under exec output caps (100 KB by default)
 INLINE_MARK = "SWE_RL_PATCH_INLINE"
-INDEX_FILE = "/tmp/.swe_rl_index"
 
 
-def patch_command(repo_dir: str, base_commit: str, exclude: list[str]) -> str:
+def patch_command(
+    repo_dir: str, base_commit: str, exclude: list[str], index_file: str, patch_file: str
+) -> str:
     q = shlex.quote
     specs = " ".join(q(f":(exclude,glob)**/{p}") for p in exclude)
     return (
-        f"cd {q(repo_dir)} && rm -f {INDEX_FILE} && "
-        f'(cp "$(git rev-parse --git-path index)" {INDEX_FILE} 2>/dev/null || true) && '
-        f"GIT_INDEX_FILE={INDEX_FILE} git add -A -- . {specs} && "
-        f"GIT_INDEX_FILE={INDEX_FILE} git diff --cached --binary --no-color --no-ext-diff {q(base_commit)} "
-        f"> {PATCH_FILE}"
+        f"(cd {q(repo_dir)} && rm -f {index_file} && "
+        f'(cp "$(git rev-parse --git-path index)" {index_file} 2>/dev/null || true) && '
+        f"GIT_INDEX_FILE={index_file} git add -A -- . {specs} && "
+        f"GIT_INDEX_FILE={index_file} git diff --cached --binary --no-color --no-ext-diff {q(base_commit)} "
+        f"> {patch_file}; rc=$?; rm -f {index_file}; [ $rc -eq 0 ])"  # subshell: the persistent shell keeps its cwd
     )
 
 
@@ -58,14 +59,17 @@ async def get_patch(sandbox: Any, repo_dir: str, base_commit: str, exclude: list
 
     Small patches come back base64-encoded in the same exec's output (one round trip); larger ones, or output
     that was clipped, are read back from the file."""
-    f = PATCH_FILE
+    # per-call file names: sandboxes that share /tmp (LocalSandbox) may extract patches concurrently
+    tag = uuid.uuid4().hex[:12]
+    f, index = f"/tmp/.swe_rl_patch_{tag}.diff", f"/tmp/.swe_rl_index_{tag}"
     inline = f'{{ S=$(wc -c < {f}); if [ "$S" -le {INLINE_MAX} ]; then echo "{INLINE_MARK} $S"; base64 -w0 {f}; fi; true; }}'
-    res = await sandbox.exec(patch_command(repo_dir, base_commit, exclude) + " && " + inline, timeout=timeout)
+    cmd = patch_command(repo_dir, base_commit, exclude, index, f) + " && " + inline
+    res = await sandbox.exec(cmd, timeout=timeout)
     if res.exit_code != 0:
         raise SandboxError(
             f"git diff in {repo_dir} failed (exit {res.exit_code}): {res.output.strip()[:500]}"
         )
     data = _inline(res.output)
     if data is None:
-        data = await sandbox.read_file(PATCH_FILE)
+        data = await sandbox.read_file(f)
     return data.decode("utf-8", errors="replace")

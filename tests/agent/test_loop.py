@@ -253,3 +253,44 @@ async def test_infrastructure_error_escapes_with_partial_trajectory(
     partial = info.value.trajectory
     assert partial.exit_status == "error" and partial.truncated and not partial.terminated
     assert partial.error and partial.metrics["steps"] == 2 and partial.reward is None
+
+
+async def test_concurrent_episodes_share_one_batching_policy(
+    agent_repo, agent_cfg_for, tiny_tokenizer, agent_check, tmp_path
+):
+    """The rollout pattern: many episodes, one HFLocalPolicy; their turns are generated in shared batches."""
+    from sandboxes.config import LocalSandboxConfig
+    from sandboxes.local import LocalSandbox
+    from swe_rl.policy.tiny import build_tiny_model
+
+    repo, task = agent_repo
+    (tmp_path / "s.md").write_text("Fix it.")
+    (tmp_path / "t.md").write_text("{problem_statement}")
+    policy = HFLocalPolicy(
+        build_tiny_model(tiny_tokenizer, seed=3), tiny_tokenizer, max_batch=8, batch_wait_s=0.05
+    )
+    boxes = [LocalSandbox(LocalSandboxConfig(), copy_from=repo) for _ in range(4)]
+    try:
+        for sb in boxes:
+            await sb.start()
+        cfgs = [
+            agent_cfg_for(sb, system_prompt_file=str(tmp_path / "s.md"), task_prompt_file=str(tmp_path / "t.md"),
+                          max_new_tokens=8, max_format_errors=2, seed=0)
+            for sb in boxes
+        ]  # fmt: skip
+        trajs = await asyncio.gather(
+            *(
+                run_episode(task, sb, policy, tiny_tokenizer, cfg, sample_idx=i)
+                for i, (sb, cfg) in enumerate(zip(boxes, cfgs, strict=True))
+            )
+        )
+    finally:
+        for sb in boxes:
+            await sb.close()
+        await policy.close()
+    for i, traj in enumerate(trajs):
+        assert traj.sample_idx == i
+        agent_check(traj, tiny_tokenizer)
+    turns = sum(t.metrics["steps"] for t in trajs)
+    assert policy.stats["requests"] == turns and policy.stats["batches"] < turns
+    assert len({tuple(t.token_ids) for t in trajs}) == 4  # per-sample seeds: different samples
