@@ -51,6 +51,9 @@ class SandboxSlots:
         self._free: asyncio.Queue[Any] | None = None
         self._all: list[Any] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Sandbox shells are asyncio streams bound to one event loop: sync callers (the trainer) run every
+        # rollout on this one private loop instead of a fresh asyncio.run() each step.
+        self._own_loop: asyncio.AbstractEventLoop | None = None
         self.stats = {"leases": 0, "reset_s": 0.0}
         self.installed: dict[int, set[tuple[str, int, int]]] = {}  # per slot: files written outside the repo
 
@@ -72,9 +75,23 @@ class SandboxSlots:
     def lease(self, task: Task) -> _Lease:
         return _Lease(self, task)
 
-    async def close(self) -> None:
+    def run(self, coro: Any) -> Any:
+        """Run a coroutine to completion on the slots' private event loop (for sync callers)."""
+        if self._own_loop is None or self._own_loop.is_closed():
+            self._own_loop = asyncio.new_event_loop()
+        return self._own_loop.run_until_complete(coro)
+
+    async def aclose(self) -> None:
         boxes, self._all = self._all, []
         await asyncio.gather(*(b.close() for b in boxes), return_exceptions=True)
+
+    def close(self) -> None:
+        """Close the sandboxes (on the loop they were started on) and the private loop."""
+        if self._own_loop is not None and not self._own_loop.is_closed():
+            self.run(self.aclose())
+            self._own_loop.close()
+        elif self._all:
+            asyncio.run(self.aclose())
 
 
 @dataclass
@@ -216,7 +233,11 @@ class PipelineRollouter:
         other.agent_cfg = self.agent_cfg.model_copy(update={"temperature": temperature})
         return other
 
-    async def rollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]:
+    def rollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]:
+        """Sync entry point for the trainer: arollout on the slots' private event loop."""
+        return self.slots.run(self.arollout(tasks, n, seed))
+
+    async def arollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]:
         """len(tasks) * n graded trajectories, task-major. Sample i of every task samples with its own seed
         (run_episode derives per-turn seeds from cfg.seed; rollout_one does not pass the sample index)."""
         from swe_rl.rollout.episode import EpisodeContext

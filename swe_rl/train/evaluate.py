@@ -7,7 +7,6 @@ success rates, per-family rates and exit reasons; the episodes go into the evalu
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -31,7 +30,7 @@ class HeldOutEval:
             if n <= 0:
                 continue
             roll = self.rollouter.with_temperature(temp)
-            trajs = asyncio.run(roll.rollout(self.tasks, n, self.seed))
+            trajs = roll.rollout(self.tasks, n, self.seed)
             self.last[mode] = trajs
             out.update(summarize(trajs, self.tasks, n, prefix=f"{mode}_"))
         return out

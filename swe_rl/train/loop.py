@@ -7,7 +7,6 @@ sample tasks -> n rollouts each -> rewards -> one old-policy forward (old log-pr
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import random
@@ -37,9 +36,10 @@ from swe_rl.train.objective import (
 
 class Rollouter(Protocol):
     """Runs n episodes of each task with the current weights; returns len(tasks) * n graded trajectories,
-    task-major (all samples of tasks[0] first). `seed` makes the sampling reproducible."""
+    task-major (all samples of tasks[0] first). `seed` makes the sampling reproducible. Sync: an async
+    implementation keeps its own event loop (sandbox connections are bound to one loop)."""
 
-    async def rollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]: ...
+    def rollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]: ...
 
 
 TaskSampler = Callable[[list[Task], int, random.Random], list[Task]]
@@ -92,7 +92,7 @@ def train(
         batch_tasks = sample_tasks(tasks, cfg.rollout.tasks_per_step, task_rng)
         torch.manual_seed(seed)
         model.eval()
-        trajs = asyncio.run(rollouter.rollout(batch_tasks, n, seed))
+        trajs = rollouter.rollout(batch_tasks, n, seed)
         t_rollout = time.monotonic() - t0
         rewards = torch.tensor(
             [t.reward if t.reward is not None else 0.0 for t in trajs], dtype=torch.float32
@@ -213,7 +213,7 @@ def _step_metrics(
         "entropy_zero_adv": masked_mean(ent, m & (adv == 0)),
         "policy_tokens": int(pmask.sum()),
         "total_tokens": sum(len(t.token_ids) for t in trajs),
-        "turns_mean": sum(int(t.metrics.get("turns", 0)) for t in trajs) / len(trajs),
+        "turns_mean": sum(int(t.metrics.get("steps", 0)) for t in trajs) / len(trajs),
         "updates": stats["updates"],
         "grad_norm": stats["grad_norm"] / max(stats["updates"], 1),
     }

@@ -53,8 +53,6 @@ def build_env(cfg: TrainConfig, model: Any, tok: Any) -> Env:
         from swe_rl.train.toy import ToyRollouter, toy_sampler, toy_tasks
 
         return Env(ToyRollouter(model, tok), toy_tasks(10, stride=2), toy_sampler)
-    import asyncio
-
     from swe_rl.policy.hf import HFLocalPolicy
     from swe_rl.tasks.generator import generate_tasks, sample_batch
     from swe_rl.train.env import PipelineRollouter, SandboxSlots, demo_agent_config
@@ -71,7 +69,7 @@ def build_env(cfg: TrainConfig, model: Any, tok: Any) -> Env:
     tasks = generate_tasks(d.n_train, "train", d.seed, d.n_funcs)
     held = generate_tasks(cfg.eval.n_tasks, "held_out", d.seed, d.n_funcs)
     evaluator = HeldOutEval(rollouter, held, sampled=cfg.eval.sampled)
-    return Env(rollouter, tasks, sample_batch, evaluator, close=lambda: asyncio.run(slots.close()))
+    return Env(rollouter, tasks, sample_batch, evaluator, close=slots.close)
 
 
 def train_command(config_files: list[str], overrides: list[str], resume: bool) -> RunDir:

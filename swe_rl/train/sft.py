@@ -99,7 +99,7 @@ def load_or_make_transcripts(cfg: SFTConfig, path: Path) -> list[dict[str, Any]]
                                 have.append(transcript(t))
                     print(f"expert episodes: {min(i + 64, len(todo))}/{len(todo)}", flush=True)
             finally:
-                await slots.close()
+                await slots.aclose()
 
         asyncio.run(play())
     keep = {t.instance_id for t in tasks}

@@ -59,7 +59,7 @@ class ToyRollouter:
             seqs = torch.cat([seqs, nxt], 1)
         return torch.cat(toks, 1), torch.cat(lps, 1)
 
-    async def rollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]:
+    def rollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]:
         gen = torch.Generator().manual_seed(seed)
         prompts = [
             self._ids(f"<|im_start|>user\n{t.problem_statement}<|im_end|>\n<|im_start|>assistant\n")
@@ -93,7 +93,7 @@ class ToyRollouter:
                     terminated=True,
                     reward=float(success),
                     resolved=success,
-                    metrics={"turns": 2},
+                    metrics={"steps": 2},
                 )
             )
         return out

@@ -30,7 +30,7 @@ def test_expert_episodes_resolve_and_reencode(tiny_tokenizer):
             again2 = await grader(tasks[0], tasks[0].patch)
             return trajs, empty_fix, bad, again, again2, grader
         finally:
-            await slots.close()
+            await slots.aclose()
 
     trajs, empty_fix, bad, good, good2, grader = asyncio.run(main())
     for t in trajs:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import torch
 
 from swe_rl.train.batch import collate, token_logprobs_entropy
@@ -14,7 +12,7 @@ from swe_rl.train.toy import toy_sampler
 
 
 def _success(rollouter, tasks, seed: int = 12345) -> float:
-    trajs = asyncio.run(rollouter.rollout(tasks, 32, seed))
+    trajs = rollouter.rollout(tasks, 32, seed)
     return sum(t.reward for t in trajs) / len(trajs)
 
 
@@ -66,7 +64,7 @@ def test_resume_is_exact(train_toy_setup):
 
 def test_observation_tokens_get_no_gradient(train_toy_setup):
     cfg, _run, model, tok, roll, tasks = train_toy_setup()
-    trajs = asyncio.run(roll.rollout(tasks[:2], 4, 7))
+    trajs = roll.rollout(tasks[:2], 4, 7)
     for t in trajs:  # make sure both groups are mixed so advantages are non-zero
         t.reward = float(t.sample_idx % 2)
     batch = collate(trajs, tok.pad_token_id)
