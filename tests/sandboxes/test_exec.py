@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 
 import pytest
 
@@ -45,10 +46,17 @@ async def test_per_command_cwd_and_env_do_not_persist(sbx_backend_config):
 async def test_timeout_kills_command_and_its_background_children(sbx_backend_config):
     async with make_sandbox(sbx_backend_config) as sb:
         await sb.exec("export KEEP=1; cd /")
-        r = await sb.exec("(sleep 300; echo survived > /tmp/bg-flag) & echo started; sleep 300", timeout=1)
+        # a unique duration: the local backend's pgrep sees every process on this shared host
+        nap, flag = (
+            f"{300 + secrets.randbelow(600)}.{secrets.randbelow(1000):03d}",
+            f"bg-flag-{secrets.token_hex(4)}",
+        )
+        r = await sb.exec(
+            f"(sleep {nap}; echo survived > /tmp/{flag}) & echo started; sleep {nap}", timeout=1
+        )
         assert r.timed_out and r.exit_code in (124, 137) and "started" in r.output
         r = await sb.exec(
-            "sleep 2; cat /tmp/bg-flag 2>/dev/null; pgrep -f 'sleep 300' || echo none; echo $KEEP"
+            f"sleep 2; cat /tmp/{flag} 2>/dev/null; pgrep -f 'sleep {nap}' || echo none; echo $KEEP"
         )
         assert r.output.endswith("none\n1\n"), r.output
         # a command that ignores SIGTERM is killed by the SIGKILL that follows
@@ -117,12 +125,13 @@ def test_local_sandbox_directory_is_removed(tmp_path):
 async def test_one_shot_mode_runs_beside_the_busy_shell(sbx_backend_config):
     cfg = sbx_backend_config.model_copy(update={"output_limit": 200})
     async with make_sandbox(cfg) as sb:
-        await sb.exec("cd / && export ONLY_IN_SHELL=1")
-        busy = asyncio.create_task(sb.exec("sleep 2; echo shell-done"))
+        await sb.exec("export ONLY_IN_SHELL=1")
+        busy = asyncio.create_task(sb.exec("until [ -f go-flag ]; do sleep 0.1; done; echo shell-done"))
         await asyncio.sleep(0.3)
         r = await sb.exec_once('echo "[${ONLY_IN_SHELL-}] $Y"; seq 1 1000; exit 4', env={"Y": "y"})
-        assert not busy.done()  # the one-shot command did not wait for the shell
+        assert not busy.done()  # the shell is blocked until the flag exists: exec_once ran beside it
         assert r.exit_code == 4 and r.output.startswith("[] y\n") and "bytes of output cut" in r.output
         r = await sb.exec_once("sleep 30", timeout=0.5)
         assert r.timed_out and r.exit_code in (124, 137)
+        assert (await sb.exec_once("touch go-flag")).exit_code == 0
         assert (await busy).output == "shell-done\n"
