@@ -136,9 +136,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
             raise TaskLoadError(f"{path}: expected a JSON list of rows, got {type(data).__name__}")
         return data
     if suffix == ".parquet":
-        from swebench.harness.utils import load_swebench_dataset
-
-        return [dict(r) for r in load_swebench_dataset(str(path))]
+        return _swebench_rows(str(path), "train")
     raise TaskLoadError(f"{path}: unsupported file type {suffix!r} (expected .json, .jsonl or .parquet)")
 
 
@@ -165,12 +163,28 @@ def load_task_repo(
     return tasks_from_rows(rows, str(path / task_repo.TASKS_SUBDIR), places=places)
 
 
-def load_hf(name: str, split: str = "test") -> list[Task]:
-    """An HF dataset by name (SWE-bench/SWE-bench_Verified, ...); offline, a clear pointer to local files."""
+def _swebench_rows(name: str, split: str) -> list[dict[str, Any]]:
+    """swebench's reader; rows without instance_id (R2E-Gym) trip its id check, so those are read the same way
+    it reads them (datasets.load_dataset) without the check."""
     from swebench.harness.utils import load_swebench_dataset
 
     try:
-        rows = load_swebench_dataset(name, split)
+        return [dict(r) for r in load_swebench_dataset(name, split)]
+    except KeyError as e:
+        if e.args != ("instance_id",):
+            raise
+    import datasets
+
+    if name.endswith(".parquet"):
+        return [dict(r) for r in datasets.load_dataset("parquet", data_files=name, split="train")]
+    return [dict(r) for r in datasets.load_dataset(name, split=split)]
+
+
+def load_hf(name: str, split: str = "test") -> list[Task]:
+    """An HF dataset by name (SWE-bench/SWE-bench_Verified, R2E-Gym/R2E-Gym-Subset, SWE-Gym/SWE-Gym, ...);
+    offline, a clear error that says how to point at local files instead."""
+    try:
+        rows = _swebench_rows(name, split)
     except Exception as e:
         raise TaskLoadError(
             f"could not load the HF dataset {name!r} (split {split!r}): {type(e).__name__}: {str(e)[:300]}\n"
@@ -179,7 +193,7 @@ def load_hf(name: str, split: str = "test") -> list[Task]:
             'Export on a connected machine with: python -c "import datasets; '
             f"datasets.load_dataset('{name}', split='{split}').to_parquet('{name.split('/')[-1]}.parquet')\""
         ) from e
-    return tasks_from_rows([dict(r) for r in rows], f"{name}[{split}]")
+    return tasks_from_rows(rows, f"{name}[{split}]")
 
 
 def load_tasks(

@@ -37,9 +37,13 @@ def test_r2e_parser_and_exact_match_reward():
     assert parse_log_r2e_gym("no summary here") == {}
 
 
-def test_r2e_row_becomes_task():
+def test_r2e_row_becomes_task(tmp_path):
     (t,) = load_tasks(FIXTURES / "r2e_gym_rows.jsonl")
     row = json.loads((FIXTURES / "r2e_gym_rows.jsonl").read_text())
+    import datasets
+
+    datasets.Dataset.from_list([row]).to_parquet(str(tmp_path / "r2e.parquet"))  # HF shards are parquet
+    assert load_tasks(tmp_path / "r2e.parquet") == [t]
     assert t.image == row["docker_image"] and t.repo == "textkit"
     assert t.problem_statement.startswith("wrap() breaks lines")  # [ISSUE] ... [/ISSUE] stripped
     assert t.metadata["grader"] == "r2e_gym" and t.metadata["setup_script"]
