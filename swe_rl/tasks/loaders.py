@@ -8,6 +8,7 @@ rows of other training sets (R2E-Gym, SWE-Gym) through their adapters.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -107,8 +108,8 @@ def tasks_from_rows(
             errors.append(str(e))
     if errors:
         raise TaskLoadError(f"{len(errors)} bad row(s):\n" + "\n".join(errors))
-    seen: set[str] = set()
-    dupes = [t.instance_id for t in tasks if t.instance_id in seen or seen.add(t.instance_id)]  # type: ignore[func-returns-value]
+    counts = Counter(t.instance_id for t in tasks)
+    dupes = [iid for iid, n in counts.items() if n > 1]
     if dupes:
         raise TaskLoadError(f"{source}: duplicate instance_id(s): {', '.join(sorted(set(dupes)))}")
     return tasks

@@ -104,3 +104,10 @@ def test_cli_list_show_and_bad_predictions(tmp_path):
     preds.write_text(json.dumps({"instance_id": "unknown__x-1", "model_patch": ""}) + "\n")
     bad = runner.invoke(app, ["grade", "--predictions", str(preds), "--out", str(tmp_path / "o")])
     assert bad.exit_code == 2 and "not in the task source" in bad.output
+
+
+def test_duplicate_ids_are_an_error(tasks_micro, tmp_path, tasks_write_jsonl):
+    row = _rows(tasks_micro, 1)[0]
+    path = tasks_write_jsonl(tmp_path / "dup.jsonl", [row, row])
+    with pytest.raises(TaskLoadError, match=f"duplicate instance_id\\(s\\): {row['instance_id']}"):
+        load_tasks(path)
