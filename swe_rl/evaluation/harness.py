@@ -112,6 +112,8 @@ def run_episodes(
             run.save_trajectory(traj)
             if cfg.grader == "ours":
                 run.save_grading(traj.sample_idx, traj.task_id, grading_record(traj, "ours"))
+            else:  # a re-run episode (retry_errors) must not keep the old episode's grading
+                run.grading_path(traj.sample_idx, traj.task_id).unlink(missing_ok=True)
             if on_traj is not None:
                 on_traj(traj, pool)
     finally:
