@@ -99,6 +99,14 @@ async def _setup(sb: Sandbox, task: Task) -> None:
         await sb.exec(script, cwd=WORKDIR, timeout=300)
 
 
+async def prepare_sandbox(sb: Sandbox, task: Task) -> None:
+    """What every fresh sandbox of `task` needs before an agent or the grader uses it: the generated repo
+    (metadata.files) committed at /testbed, then metadata.setup_script (R2E-Gym: hide run_tests.sh and the
+    tests). Grading calls it; rollouts should call it right after starting the agent's sandbox."""
+    await _materialize(sb, task)
+    await _setup(sb, task)
+
+
 async def _apply_patch(sb: Sandbox, patch: str) -> tuple[bool, str]:
     """swebench's apply chain; returns (applied, log of the attempts)."""
     from swebench.harness.run_evaluation import GIT_APPLY_CMDS
@@ -161,8 +169,7 @@ async def grade(
         return RewardResult(0.0, False, {"patch_is_None": True, "resolved": False}, "", None)
     try:
         async with sandbox_factory(task) as sb:
-            await _materialize(sb, task)
-            await _setup(sb, task)
+            await prepare_sandbox(sb, task)
             applied, apply_log = (True, "") if not patch.strip() else await _apply_patch(sb, patch)
             if not applied:
                 tests = {"patch_exists": True, "patch_successfully_applied": False, "resolved": False}
