@@ -75,22 +75,22 @@ def build(
 
     from sandboxes.images import build_image
 
-    kwargs = {"context_dir": context} if os.path.isdir(context) else {"dockerfile": _read(context)}
+    if os.path.isdir(context):  # a context directory with its Dockerfile
+        kwargs = {"context_dir": context}
+    elif os.path.isfile(context):  # a Dockerfile: its directory is the context (like `docker build -f`)
+        kwargs = {
+            "context_dir": os.path.dirname(os.path.abspath(context)),
+            "dockerfile_name": os.path.basename(context),
+        }
+    else:
+        typer.echo(f"error: {context}: no such Dockerfile or directory", err=True)
+        raise typer.Exit(1)
     try:
         build_image(_client(), tag, network=network, disk_floor_gb=disk_floor_gb, **kwargs)
     except (RuntimeError, OSError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"built {tag}")
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError as e:
-        typer.echo(f"error: Dockerfile {path}: {e.strerror}", err=True)
-        raise typer.Exit(1) from None
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

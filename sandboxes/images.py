@@ -114,8 +114,11 @@ def build_image(
     context_dir: str | None = None,
     network: str = "none",
     disk_floor_gb: float = 10.0,
+    dockerfile_name: str = "Dockerfile",
 ) -> str:
     """Build `tag` from Dockerfile text or a context directory (with its Dockerfile), with no network by default.
+
+    dockerfile_name: the Dockerfile's path inside context_dir (like `docker build -f`).
 
     Returns the build log. Raises RuntimeError with the log tail when the build fails.
     """
@@ -123,9 +126,11 @@ def build_image(
         raise ValueError("build_image: give exactly one of dockerfile (text) or context_dir")
     check_disk_floor(client, disk_floor_gb, f"building {tag}")
     if context_dir is not None:
-        if not os.path.isfile(os.path.join(context_dir, "Dockerfile")):
-            raise FileNotFoundError(f"context_dir {context_dir!r}: no Dockerfile inside")
-        stream = client.api.build(path=context_dir, tag=tag, network_mode=network, rm=True, forcerm=True)
+        if not os.path.isfile(os.path.join(context_dir, dockerfile_name)):
+            raise FileNotFoundError(f"context_dir {context_dir!r}: no {dockerfile_name} inside")
+        stream = client.api.build(
+            path=context_dir, dockerfile=dockerfile_name, tag=tag, network_mode=network, rm=True, forcerm=True
+        )
     else:
         assert dockerfile is not None
         buf = io.BytesIO()

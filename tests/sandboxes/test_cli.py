@@ -27,12 +27,19 @@ def test_run_passes_output_and_exit_code(sbx_cfg):
 def test_build_has_no_network_and_ls_reap_are_scoped(sbx_cfg, sbx_docker_client, tmp_path):
     tag = f"sbx-pytest/derived:{os.getpid()}"
     (tmp_path / "Dockerfile").write_text(f"FROM {sbx_cfg().image}\nRUN ls /sys/class/net > /nets\n")
+    (tmp_path / "payload.txt").write_text("from the context\n")
+    (tmp_path / "alt.Dockerfile").write_text(f"FROM {sbx_cfg().image}\nCOPY payload.txt /payload.txt\n")
     runner = CliRunner()
     try:
         res = runner.invoke(app, ["build", str(tmp_path), "--tag", tag])
         assert res.exit_code == 0, res.output
         res = runner.invoke(app, ["run", tag, "--", "cat /nets"])
         assert res.stdout == "lo\n"  # the build step saw only loopback
+        res = runner.invoke(
+            app, ["build", str(tmp_path / "alt.Dockerfile"), "--tag", tag]
+        )  # a file: -f semantics
+        assert res.exit_code == 0, res.output
+        assert runner.invoke(app, ["run", tag, "--", "cat /payload.txt"]).stdout == "from the context\n"
     finally:
         sbx_docker_client.api.remove_image(tag, force=True)
     res = runner.invoke(app, ["build", str(tmp_path / "nope"), "--tag", tag])
