@@ -15,6 +15,7 @@ import shutil
 import signal
 import tempfile
 import time
+import weakref
 from pathlib import Path
 
 from sandboxes.base import ExecResult, SandboxDiedError, SandboxError
@@ -66,6 +67,10 @@ class LocalSandbox(ShellSandbox):
     ) -> None:
         self.config = config or LocalSandboxConfig()
         self._tmp = tempfile.mkdtemp(prefix="sandbox-local-")
+        if (
+            not self.config.keep_dir
+        ):  # removed at close, or at garbage collection / interpreter exit if never closed
+            self._finalizer = weakref.finalize(self, shutil.rmtree, self._tmp, True)
         self.root = os.path.join(self._tmp, "work")  # the sandbox's working directory (a copy of copy_from)
         super().__init__(
             exec_timeout=self.config.exec_timeout,
@@ -112,7 +117,7 @@ class LocalSandbox(ShellSandbox):
                 await asyncio.wait_for(proc.wait(), 5)
         self._procs.clear()
         if not self.config.keep_dir:
-            await asyncio.to_thread(shutil.rmtree, self._tmp, True)
+            await asyncio.to_thread(self._finalizer)
 
     async def _open_transport(self) -> _PipeTransport:
         env = {**os.environ, **self.config.env}
