@@ -154,7 +154,24 @@ async def bench_policy(n: int = 64, new_tokens: int = 32) -> dict:
     single_tokens = sum([len((await policy.generate(p, sp)).token_ids) for p in prompts[:k]])
     single = single_tokens / (time.perf_counter() - t)
     await policy.close()
-    return {"threads": torch.get_num_threads(), "batched_tok_s": batched, "single_tok_s": single}
+    multi = {}
+    for reuse in (False, True):  # 3 turns of an episode: the prompt grows by reply + observation each turn
+        pol = HFLocalPolicy(model, tok, max_batch=n, reuse_prefix=reuse)
+        ctx = [tok("You are an agent. " * 40 + f"task {i}")["input_ids"] for i in range(n)]
+        obs = tok("\nExecution output of [execute_bash]:\n" + "ok line\n" * 20)["input_ids"]
+        t = time.perf_counter()
+        for _ in range(3):
+            outs = await asyncio.gather(*(pol.generate(c, sp) for c in ctx))
+            ctx = [c + o.token_ids + obs for c, o in zip(ctx, outs, strict=True)]
+        multi[reuse] = time.perf_counter() - t
+        await pol.close()
+    return {
+        "threads": torch.get_num_threads(),
+        "batched_tok_s": batched,
+        "single_tok_s": single,
+        "multi_turn_s": multi,
+        "final_ctx": len(ctx[0]),
+    }
 
 
 def main() -> None:
@@ -186,6 +203,9 @@ def main() -> None:
     p = asyncio.run(bench_policy())
     print(f"[HFLocalPolicy 1m, {p['threads']} threads] batched x64 {p['batched_tok_s']:.0f} tok/s vs one at a time "
           f"{p['single_tok_s']:.0f} tok/s  ratio {p['batched_tok_s'] / p['single_tok_s']:.1f}x")  # fmt: skip
+    m = p["multi_turn_s"]
+    print(f"  3-turn episodes x{64} (context to {p['final_ctx']} tokens): prefix K/V reuse {m[True]:.2f}s vs "
+          f"full re-prefill {m[False]:.2f}s  ratio {m[False] / m[True]:.2f}x")  # fmt: skip
     print(f"  per-step loop overhead / one batched policy token: "
           f"{r['loop_overhead_ms_per_step'] / (1000 / p['batched_tok_s']):.1f} tokens' worth")  # fmt: skip
 

@@ -6,7 +6,9 @@ The batch is left-padded with explicit position ids and a KV cache; rows that fi
 rows are dropped) so long stragglers do not pay for finished rows. Logprobs are at the sampling temperature
 (log_softmax(logits / T), T = 1 when greedy) and entropy is the exact entropy of that same distribution.
 
-The model is held by reference: a trainer that updates its weights in place is seen by the next batch.
+Multi-turn episodes reuse the K/V of their previous turn (swe_rl.policy.kv_store): from turn 2 on only the reply's
+last token and the observation are prefilled. The model is held by reference: a trainer that updates its weights in
+place is seen by the next batch, and the stored K/V are dropped then.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swe_rl.policy.base import Completion, SamplingParams
+from swe_rl.policy.kv_store import PrefixKVStore, assemble, extract, weights_version
 
 
 @dataclass
@@ -35,6 +38,8 @@ class HFLocalPolicy:
         max_batch: int = 64,
         pad_token_id: int | None = None,
         batch_wait_s: float = 0.002,
+        reuse_prefix: bool = True,
+        max_cached: int = 512,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch={max_batch}: expected >= 1")
@@ -43,6 +48,9 @@ class HFLocalPolicy:
         # after the first request, wait this long for more before generating: episodes whose tool calls end at
         # nearly the same time then share one batch instead of trailing in small ones
         self.batch_wait_s = batch_wait_s
+        # K/V of finished turns, reused when the same episode's next prompt extends them (skips most of the
+        # prefill from turn 2 on); cleared whenever the weights change in place
+        self.kv_store = PrefixKVStore(max_cached) if reuse_prefix else None
         self.model = model  # a reference, never a copy: in-place weight updates must be visible
         self.tokenizer = tokenizer
         self.max_batch = max_batch
@@ -112,7 +120,9 @@ class HFLocalPolicy:
 
         t0 = time.perf_counter()
         with torch.inference_mode():
-            out = _generate(self.model, prompts, samplings, self.pad_token_id)
+            if self.kv_store is not None:
+                self.kv_store.sync(weights_version(self.model))
+            out = _generate(self.model, prompts, samplings, self.pad_token_id, self.kv_store)
         completions = []
         for (toks, lps, ents), sp in zip(out, samplings, strict=True):
             stopped = bool(toks) and toks[-1] in sp.stop_token_ids
@@ -151,9 +161,14 @@ def _sample(logits: Any, temps: Any, top_ps: Any, greedy: Any, gens: list[Any]) 
 
 
 def _generate(
-    model: Any, prompts: list[list[int]], samplings: list[SamplingParams], pad_id: int
+    model: Any,
+    prompts: list[list[int]],
+    samplings: list[SamplingParams],
+    pad_id: int,
+    store: PrefixKVStore | None = None,
 ) -> list[tuple]:
-    """Left-padded batched sampling with a KV cache; finished rows are dropped from the batch as they finish."""
+    """Batched sampling with a KV cache; rows reuse stored prefix K/V, finished rows leave the batch (and leave
+    their K/V in `store` for the episode's next turn)."""
     import torch
     from transformers import DynamicCache
 
@@ -164,28 +179,29 @@ def _generate(
     rows = [i for i in range(n) if max_new[i] > 0 and prompts[i]]
     if not rows:
         return results
-    width = max(len(prompts[i]) for i in rows)
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)
-    attn = torch.zeros((len(rows), width), dtype=torch.long, device=device)
-    for r, i in enumerate(rows):
-        input_ids[r, width - len(prompts[i]) :] = torch.tensor(prompts[i], device=device)
-        attn[r, width - len(prompts[i]) :] = 1
-    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    cached = [store.take(prompts[i]) if store is not None else None for i in rows]
+    batch = assemble([prompts[i] for i in rows], cached, pad_id, device)
+    attn = batch["attention_mask"]  # (R, C + N): grows by one column per decode step, like the cache
     temps = torch.tensor([samplings[i].temperature or 1.0 for i in rows], device=device)
     top_ps = torch.tensor([samplings[i].top_p for i in rows], device=device)
     greedy = torch.tensor([samplings[i].temperature == 0 for i in rows], device=device)
     seeds = [samplings[i].seed for i in rows]
     gens = [None if s is None else torch.Generator(device=device).manual_seed(s) for s in seeds]
-    cache = DynamicCache(config=model.config)
+    cache = DynamicCache(ddp_cache_data=batch["layers"], config=model.config)
     out = model(
-        input_ids=input_ids,
+        input_ids=batch["input_ids"],
         attention_mask=attn,
-        position_ids=pos,
+        position_ids=batch["position_ids"],
         past_key_values=cache,
         use_cache=True,
         logits_to_keep=1,
     )
-    last_pos = pos[:, -1]
+    last_pos = batch["position_ids"][:, -1]
+
+    def save(r: int, i: int) -> None:  # row r (request i) is done: keep its K/V for the next turn
+        if store is not None:
+            store.put(prompts[i] + results[i][0][:-1], extract(cache, r, attn[r].bool()))
+
     while rows:
         tok, lp, ent = _sample(out.logits[:, -1, :].float(), temps, top_ps, greedy, gens)
         keep = []
@@ -198,6 +214,8 @@ def _generate(
             ents.append(ent_l[r])
             if t not in samplings[i].stop_token_ids and len(toks) < max_new[i]:
                 keep.append(r)
+            else:
+                save(r, i)
         if not keep:
             break
         if len(keep) < len(rows):  # drop finished rows from every per-row tensor and from the KV cache

@@ -120,3 +120,31 @@ async def test_errors_reach_the_caller_and_the_worker_survives(tiny_model, tiny_
 def test_bad_batch_size(tiny_model, tiny_tokenizer):
     with pytest.raises(ValueError, match="max_batch"):
         HFLocalPolicy(tiny_model, tiny_tokenizer, max_batch=0)
+
+
+async def test_prefix_kv_reuse_across_turns_matches_full_forward(tiny_model, tiny_tokenizer):
+    """Turn 2 prompts extend turn 1 (prompt + reply + observation): their prefill reuses stored K/V, mixed in one
+    batch with a fresh prompt, and the logprobs still equal an unbatched full forward."""
+    policy = HFLocalPolicy(tiny_model, tiny_tokenizer, max_batch=8)
+    enc = lambda t: tiny_tokenizer(t, add_special_tokens=False)["input_ids"]  # noqa: E731
+    first = [enc("def add(a, b):"), enc("The function returns the wrong value.")]
+    sp = SamplingParams(temperature=0.9, max_new_tokens=6, seed=1)
+    turn1 = await asyncio.gather(*(policy.generate(p, sp) for p in first))
+    assert len(policy.kv_store.entries) == 2
+    second = [p + c.token_ids + enc("\nobservation text\n") for p, c in zip(first, turn1, strict=True)]
+    fresh = enc("x = 1")
+    outs = await asyncio.gather(*(policy.generate(p, sp) for p in [*second, fresh]))
+    assert policy.kv_store.hits == 2 and policy.kv_store.reused_tokens == sum(len(p) + 5 for p in first)
+    for p, c in zip([*second, fresh], outs, strict=True):
+        lp, ent = reference(tiny_model, p, c.token_ids, 0.9)
+        assert torch.allclose(torch.tensor(c.logprobs), lp, atol=1e-4)
+        assert torch.allclose(torch.tensor(c.token_entropy), ent, atol=1e-4)
+    with torch.no_grad():  # an in-place weight update invalidates every stored prefix
+        next(tiny_model.parameters()).add_(0.0)
+    hits = policy.kv_store.hits
+    third = second[0] + outs[0].token_ids + enc("more")
+    out3 = await policy.generate(third, sp)
+    assert policy.kv_store.hits == hits  # nothing reused after the update
+    lp, _ = reference(tiny_model, third, out3.token_ids, 0.9)
+    assert torch.allclose(torch.tensor(out3.logprobs), lp, atol=1e-4)
+    await policy.close()
