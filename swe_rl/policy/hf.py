@@ -39,7 +39,7 @@ class HFLocalPolicy:
         pad_token_id: int | None = None,
         batch_wait_s: float = 0.002,
         reuse_prefix: bool = True,
-        max_cached: int = 512,
+        max_cached_bytes: int = 256 << 20,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch={max_batch}: expected >= 1")
@@ -50,7 +50,7 @@ class HFLocalPolicy:
         self.batch_wait_s = batch_wait_s
         # K/V of finished turns, reused when the same episode's next prompt extends them (skips most of the
         # prefill from turn 2 on); cleared whenever the weights change in place
-        self.kv_store = PrefixKVStore(max_cached) if reuse_prefix else None
+        self.kv_store = PrefixKVStore(max_bytes=max_cached_bytes) if reuse_prefix else None
         self.model = model  # a reference, never a copy: in-place weight updates must be visible
         self.tokenizer = tokenizer
         self.max_batch = max_batch

@@ -3,7 +3,8 @@ observation, so the keys/values of everything but the new tokens are already kno
 
 `PrefixKVStore` keeps, per finished generation, the per-layer K/V of its tokens (prompt + reply minus the last
 sampled token, whose K/V was never computed). `take(prompt)` pops the longest stored sequence that is a strict prefix
-of `prompt`; each entry is used once (an episode continues once), the oldest are evicted past `max_entries`.
+of `prompt`; each entry is used once (an episode continues once), the oldest are evicted past `max_entries` or
+`max_bytes`.
 Entries are dropped when the model's weights change in place (tracked through the parameters' version counters),
 so a trainer step never leaves stale K/V behind.
 
@@ -23,6 +24,7 @@ from typing import Any
 class KVEntry:
     ids: list[int]  # (L,) tokens whose K/V are stored
     kv: list[tuple[Any, Any]]  # per layer (keys (H, L, D), values (H, L, D))
+    nbytes: int = 0
 
 
 def weights_version(model: Any) -> int:
@@ -31,8 +33,10 @@ def weights_version(model: Any) -> int:
 
 
 class PrefixKVStore:
-    def __init__(self, max_entries: int = 512):
+    def __init__(self, max_entries: int = 512, max_bytes: int = 256 << 20):
         self.max_entries = max_entries
+        self.max_bytes = max_bytes  # finished episodes leave entries behind: the oldest go first
+        self.nbytes = 0
         self.entries: OrderedDict[int, KVEntry] = OrderedDict()
         self.version: int | None = None
         self._next = 0
@@ -42,6 +46,7 @@ class PrefixKVStore:
     def sync(self, version: int) -> None:
         if version != self.version:
             self.entries.clear()
+            self.nbytes = 0
             self.version = version
 
     def take(self, prompt: list[int]) -> KVEntry | None:
@@ -54,15 +59,19 @@ class PrefixKVStore:
             return None
         self.hits += 1
         self.reused_tokens += best_len
-        return self.entries.pop(best_key)
+        entry = self.entries.pop(best_key)
+        self.nbytes -= entry.nbytes
+        return entry
 
     def put(self, ids: list[int], kv: list[tuple[Any, Any]]) -> None:
         if not ids:
             return
-        self.entries[self._next] = KVEntry(ids, kv)
+        size = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
+        self.entries[self._next] = KVEntry(ids, kv, size)
+        self.nbytes += size
         self._next += 1
-        while len(self.entries) > self.max_entries:
-            self.entries.popitem(last=False)
+        while self.entries and (len(self.entries) > self.max_entries or self.nbytes > self.max_bytes):
+            self.nbytes -= self.entries.popitem(last=False)[1].nbytes
 
 
 def assemble(

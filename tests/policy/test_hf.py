@@ -148,3 +148,25 @@ async def test_prefix_kv_reuse_across_turns_matches_full_forward(tiny_model, tin
     lp, _ = reference(tiny_model, third, out3.token_ids, 0.9)
     assert torch.allclose(torch.tensor(out3.logprobs), lp, atol=1e-4)
     await policy.close()
+
+
+def test_kv_store_eviction_and_longest_prefix():
+    from swe_rl.policy.kv_store import PrefixKVStore
+
+    store = PrefixKVStore(
+        max_entries=10, max_bytes=3 * 2 * 4 * 4
+    )  # room for three 1-layer entries of 4 floats
+    kv = lambda n: [(torch.zeros(1, n, 2), torch.zeros(1, n, 2))]  # noqa: E731  (H=1, L=n, D=2)
+    store.put([1, 2], kv(2))
+    store.put([1, 2, 3], kv(2))
+    store.put([9], kv(2))
+    assert (
+        store.take([1, 2, 3]) is not None and store.hits == 1
+    )  # strict prefix only: [1, 2] matches, not [1, 2, 3]
+    assert store.take([1, 2, 3, 4]).ids == [1, 2, 3]  # the longest prefix wins
+    store.put([5], kv(2))
+    store.put([6], kv(2))
+    store.put([7], kv(2))
+    assert [e.ids for e in store.entries.values()] == [[5], [6], [7]]  # [9] evicted by the byte budget
+    store.sync(1)
+    assert not store.entries and store.nbytes == 0
