@@ -5,7 +5,7 @@ observation, so the keys/values of everything but the new tokens are already kno
 sampled token, whose K/V was never computed). `take(prompt)` pops the longest stored sequence that is a strict prefix
 of `prompt`; each entry is used once (an episode continues once), the oldest are evicted past `max_entries` or
 `max_bytes`.
-Entries are dropped when the model's weights change in place (tracked through the parameters' version counters),
+Entries are dropped when the model's weights change (version counters + a value sample, see `weights_version`),
 so a trainer step never leaves stale K/V behind.
 
 `assemble(...)` builds the batch for a prefill over cached prefixes: cached K/V right-aligned into (R, H, C, D),
@@ -27,9 +27,18 @@ class KVEntry:
     nbytes: int = 0
 
 
-def weights_version(model: Any) -> int:
-    """Changes whenever any parameter is modified in place (optimizer step, load_state_dict, mul_)."""
-    return sum(p._version for p in model.parameters())
+def weights_version(model: Any) -> tuple[int, float]:
+    """Changes whenever the weights change: the parameters' in-place version counters (optimizer steps,
+    load_state_dict) plus a strided sample of their values (fused optimizers update without bumping versions)."""
+    import torch
+
+    with torch.no_grad():
+        versions, sample = 0, 0.0
+        for p in model.parameters():
+            versions += p._version
+            flat = p.detach().reshape(-1)
+            sample += float(flat[:: max(1, flat.numel() // 256)].double().sum())
+    return versions, sample
 
 
 class PrefixKVStore:
@@ -38,12 +47,12 @@ class PrefixKVStore:
         self.max_bytes = max_bytes  # finished episodes leave entries behind: the oldest go first
         self.nbytes = 0
         self.entries: OrderedDict[int, KVEntry] = OrderedDict()
-        self.version: int | None = None
+        self.version: tuple[int, float] | None = None
         self._next = 0
         self.hits = 0
         self.reused_tokens = 0
 
-    def sync(self, version: int) -> None:
+    def sync(self, version: tuple[int, float]) -> None:
         if version != self.version:
             self.entries.clear()
             self.nbytes = 0

@@ -168,5 +168,16 @@ def test_kv_store_eviction_and_longest_prefix():
     store.put([6], kv(2))
     store.put([7], kv(2))
     assert [e.ids for e in store.entries.values()] == [[5], [6], [7]]  # [9] evicted by the byte budget
-    store.sync(1)
+    store.sync((1, 0.0))
     assert not store.entries and store.nbytes == 0
+
+
+def test_weights_version_sees_fused_optimizer_steps():
+    from swe_rl.policy.kv_store import weights_version
+
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)  # fused steps do not bump _version
+    before = weights_version(model)
+    model(torch.randn(2, 8)).sum().backward()
+    opt.step()
+    assert weights_version(model) != before
