@@ -1,4 +1,4 @@
-"""Prompt templates: bundled files in swe_rl/agent/prompts/, each replaceable by a file named in AgentConfig.
+"""Prompt templates: bundled files in swe_rl/agent/templates/, each replaceable by a file named in AgentConfig.
 
 Placeholders are `{name}` and only known names are substituted (issue texts and JSON examples keep their braces).
 """
@@ -19,7 +19,7 @@ from swe_rl.agent.toolset import TOOL_SPECS, ToolSpec
 
 def _read(override: str | None, bundled: str, field: str) -> str:
     if override is None:
-        return (resources.files("swe_rl.agent") / "prompts" / bundled).read_text()
+        return (resources.files("swe_rl.agent.templates") / bundled).read_text()
     path = Path(override)
     if not path.is_file():
         raise FileNotFoundError(f"AgentConfig.{field}={override!r}: file not found")

@@ -1,0 +1,1 @@
+"""Bundled prompt templates (data files; see README.md)."""
