@@ -39,6 +39,8 @@ async def test_show_renders_a_recorded_episode(
         "step 4 · submit",
     ):
         assert needle in res.output
+    res = runner.invoke(app, ["show", str(path), "--tokens", "--max-chars", "100"])
+    assert res.exit_code == 0 and "policy tokens highlighted" in res.output
     res = runner.invoke(app, ["show", str(path), "--task", "other"])
     assert res.exit_code == 0 and "Boom" in res.output and "(empty patch)" in res.output
     res = runner.invoke(app, ["show", str(path), "--index", "5"])
