@@ -53,7 +53,9 @@ def save_checkpoint(
     tmp.mkdir()
     model.save_pretrained(tmp / "model")
     if tokenizer is not None:
-        tokenizer.save_pretrained(tmp / "model")
+        from swe_rl.train.run import save_tokenizer
+
+        save_tokenizer(tokenizer, tmp / "model")
     torch.save(
         {
             "optimizer": optimizer.state_dict() if optimizer is not None else None,

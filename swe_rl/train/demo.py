@@ -91,7 +91,8 @@ def _micro_suite(cfg: DemoConfig, run: RunDir, root: RunDir) -> dict[str, Any] |
     ecfg = EvalConfig.model_validate({
         "name": "micro", "output_dir": str(root.report), "model_name": "swe-rl-demo",
         "dataset": {"source": "micro", "limit": cfg.micro_limit},
-        "policy": {"kind": "hf", "model": str(ck / "model"), "max_batch": 8},
+        "policy": {"kind": "hf", "model": str(ck / "model"), "tokenizer": str(ck / "model" / "tokenizer"),
+                   "max_batch": 8},
         "agent": demo_agent_config(prompts_dir(), temperature=0.0).model_dump(),
         "pool": {"backend": "local"},
     })  # fmt: skip

@@ -42,7 +42,9 @@ class SFTConfig(StrictModel):
     warmup: int = 30  # linear warmup steps, then cosine to lr/10
     grad_clip: float = 1.0  # max global grad norm
     log_every: int = 20  # metrics line every N steps
-    model: ModelConfig = Field(default_factory=ModelConfig)  # architecture / size of the fresh model
+    model: ModelConfig = Field(
+        default_factory=ModelConfig
+    )  # fresh model; model.init = continue from a checkpoint
 
 
 # Whole tags of the XML action format and fixed tool phrases as single tokens: the byte-level pre-tokenizer
@@ -122,17 +124,27 @@ def run_sft(cfg: SFTConfig) -> Path:
     trs = load_or_make_transcripts(cfg, cache)
     if not trs:
         raise RuntimeError(f"no verified expert transcripts in {cache}")
-    tok = build_demo_tokenizer(trs, cfg.model.vocab_size)
+    if cfg.model.init:  # continue training a checkpoint (its tokenizer, so token ids keep their meaning)
+        from transformers import AutoModelForCausalLM
+
+        from swe_rl.train.run import load_tokenizer
+
+        tok = load_tokenizer(Path(cfg.model.init))
+        model = AutoModelForCausalLM.from_pretrained(cfg.model.init)
+    else:
+        tok = build_demo_tokenizer(trs, cfg.model.vocab_size)
+        model = build_tiny_model(tok, arch=cfg.model.arch, size=cfg.model.size, seed=cfg.model.seed)
     agent_cfg = demo_agent_config(prompts_dir())
     data = [encode_transcript(t, tok, agent_cfg) for t in trs]
-    model = build_tiny_model(tok, arch=cfg.model.arch, size=cfg.model.size, seed=cfg.model.seed)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"sft: {len(data)} expert episodes, mean {sum(len(d[0]) for d in data) / len(data):.0f} tokens, "
           f"model {n_params / 1e6:.2f}M params", flush=True)  # fmt: skip
     train_sft(model, tok, data, cfg, run)
     out = run.checkpoints / "sft"
+    from swe_rl.train.run import save_tokenizer
+
     model.save_pretrained(out)
-    tok.save_pretrained(out)
+    save_tokenizer(tok, out)
     print(f"sft: saved {out}", flush=True)
     return out
 
@@ -168,7 +180,7 @@ def train_sft(
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
-        acc += float(loss)
+        acc += float(loss.detach())
         if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
             k = (step % cfg.log_every) + 1
             run.log_metrics(step + 1, {"sft_loss": acc / k, "grad_norm": float(gn), "lr": lr_at(step),
