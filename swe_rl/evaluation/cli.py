@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from swe_rl.config import ConfigError
@@ -47,7 +49,8 @@ def eval_command(
     if instances:
         extra.append(f"dataset.instances=[{', '.join(repr(i) for i in instances)}]")
     try:
-        cfg = load_config(EvalConfig, files=config, overrides=[*extra, *(overrides or [])])
+        files: list[str | Path] = list(config)
+        cfg = load_config(EvalConfig, files=files, overrides=[*extra, *(overrides or [])])
         report = run_eval(cfg)
     except (ConfigError, ValueError) as e:  # ConfigError, TaskLoadError: one message naming the input
         typer.echo(f"error: {e}", err=True)

@@ -27,9 +27,13 @@ class EvalConfig(StrictModel):
     name: str = "eval"  # run directory name under output_dir; rerunning the same name resumes
     output_dir: str = "runs"  # parent of run directories
     model_name: str = "swe-rl"  # model_name_or_path written into SWE-bench predictions
-    dataset: DatasetConfig = Field(default_factory=DatasetConfig)  # which instances
+    dataset: DatasetConfig = Field(
+        default_factory=lambda: DatasetConfig.model_validate({})
+    )  # which instances
     policy: PolicySpec = Field(default_factory=ScriptedPolicySpec)  # who acts (served, local, or scripted)
-    agent: AgentConfig = Field(default_factory=AgentConfig)  # agent loop limits and formats
+    agent: AgentConfig = Field(
+        default_factory=lambda: AgentConfig.model_validate({})
+    )  # agent loop limits and formats
     sandbox: dict[str, Any] = Field(
         default_factory=lambda: {"backend": "docker"}
     )  # sandboxes config (backend union)
@@ -39,7 +43,9 @@ class EvalConfig(StrictModel):
     )
     grade_workers: int = Field(2, ge=1)  # parallel gradings for the official harness
     retry_errors: bool = False  # on resume, re-run episodes that ended in an infrastructure error
-    pool: PoolConfig = Field(default_factory=PoolConfig)  # how episodes are spread (Ray actors or local loop)
+    pool: PoolConfig = Field(
+        default_factory=lambda: PoolConfig.model_validate({})
+    )  # Ray actors or local loop
 
     def identity(self) -> dict[str, Any]:
         """The fields whose change makes earlier episodes incomparable (resume refuses to mix them)."""

@@ -135,15 +135,15 @@ def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> 
     """swebench's run_evaluation over run r's patches, for the instances without a grading record."""
     from swe_rl.tasks.official import run_official
 
-    trajs = {t.instance_id: run.load_trajectory(r, t.instance_id) for t in tasks}
-    need = [
-        t for t in tasks if trajs[t.instance_id] is not None and run.load_grading(r, t.instance_id) is None
-    ]
+    loaded = {t.instance_id: run.load_trajectory(r, t.instance_id) for t in tasks}
+    trajs = {iid: tr for iid, tr in loaded.items() if tr is not None}
+    need = [t for t in tasks if t.instance_id in trajs and run.load_grading(r, t.instance_id) is None]
     graded = [
         t for t in need if trajs[t.instance_id].exit_status != "error" and trajs[t.instance_id].patch.strip()
     ]
     graded_ids = {t.instance_id for t in graded}
-    summary, reports = {}, {}
+    summary: dict[str, Any] = {}
+    reports: dict[str, dict[str, Any]] = {}
     if graded:
         summary, reports = run_official(
             graded,
@@ -168,7 +168,8 @@ def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> 
 def collect(
     run: EvalRun, tasks: list[Task], k: int, grader: str
 ) -> tuple[list[Episode], dict[int, list[Trajectory]]]:
-    episodes, per_run = [], {}
+    episodes: list[Episode] = []
+    per_run: dict[int, list[Trajectory]] = {}
     for r in range(k):
         per_run[r] = []
         for t in tasks:

@@ -44,7 +44,7 @@ def grading_reward_fn(sandbox_factory: SandboxFactory) -> RewardFn:
 
 class RolloutSpec(StrictModel):
     policy: PolicySpec = Field(default_factory=ScriptedPolicySpec)  # built per worker
-    agent: AgentConfig = Field(default_factory=AgentConfig)  # agent loop settings
+    agent: AgentConfig = Field(default_factory=lambda: AgentConfig.model_validate({}))  # agent loop settings
     sandbox: dict[str, Any] = Field(
         default_factory=lambda: {"backend": "docker"}
     )  # sandboxes config (backend union)

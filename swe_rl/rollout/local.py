@@ -81,8 +81,8 @@ class LocalRolloutPool:
             async with sem:
                 out.put(await self._ctx.run(task, idx))
 
-        jobs = [asyncio.ensure_future(one(t, i)) for t, i in todo]
-        stopper = asyncio.ensure_future(stop.wait())
+        jobs: list[asyncio.Future[Any]] = [asyncio.ensure_future(one(t, i)) for t, i in todo]
+        stopper: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
                 remaining = [j for j in jobs if not j.done()]

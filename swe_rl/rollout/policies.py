@@ -37,7 +37,12 @@ class SharedPolicy:
 class ScriptedProvider:
     """A fresh scripted policy per episode: it needs the task (its gold patch) to act."""
 
-    def __init__(self, tokenizer: Any, agent_format: str, test_command: str = "python3 -m pytest -q"):
+    def __init__(
+        self,
+        tokenizer: Any,
+        agent_format: Literal["xml", "hermes"],
+        test_command: str = "python3 -m pytest -q",
+    ):
         self.tokenizer = tokenizer
         self.agent_format = agent_format
         self.test_command = test_command
@@ -95,9 +100,8 @@ class HFPolicySpec(StrictModel):
         from swe_rl.policy.hf import HFLocalPolicy
 
         tok = AutoTokenizer.from_pretrained(self.tokenizer or self.model)
-        model = AutoModelForCausalLM.from_pretrained(self.model, dtype=getattr(torch, self.dtype)).to(
-            self.device
-        )
+        model: Any = AutoModelForCausalLM.from_pretrained(self.model, dtype=getattr(torch, self.dtype))
+        model = model.to(self.device)
         model.eval()
         return SharedPolicy(HFLocalPolicy(model, tok, max_batch=self.max_batch), tok, model)
 

@@ -82,7 +82,7 @@ class RolloutPool:
         from swe_rl.rollout.worker import RolloutWorker
 
         remote_cls = ray.remote(RolloutWorker)
-        actor = remote_cls.options(
+        actor: Any = remote_cls.options(
             num_cpus=self.cfg.actor_num_cpus,
             max_concurrency=self.cfg.episodes_per_actor,
             max_restarts=0,  # we replace dead actors ourselves and re-run their episodes exactly once
