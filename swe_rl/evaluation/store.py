@@ -46,6 +46,8 @@ class EvalRun:
     def __init__(self, root: str | Path):
         self.dir = RunDir.create(Path(root).parent, Path(root).name)
         self.root = self.dir.root
+        for stale in self.root.rglob(".*.tmp"):  # left by an interrupted write; never read, so just tidy up
+            stale.unlink(missing_ok=True)
 
     def traj_path(self, run: int, instance_id: str) -> Path:
         return self.dir.trajectories / f"run_{run:02d}" / f"{file_key(instance_id)}.json"
