@@ -28,7 +28,9 @@ class AgentConfig(StrictModel):
     token_warning_fraction: float = Field(0.9, gt=0, le=1)  # warn "running out of tokens" past this share
     repo_dir: str = "/testbed"  # repository inside the sandbox
     tools_dir: str = "/usr/local/lib/swe_rl_tools"  # where the tool scripts are copied
-    tool_python: str = "python3"  # interpreter that runs the tool scripts inside the sandbox
+    tool_python: str = (
+        "python3 -I -S"  # runs the tool scripts in the sandbox; -I -S: stdlib only, ~2x faster start
+    )
     system_prompt_file: str | None = (
         None  # replaces the bundled system prompt (placeholders: {tool_descriptions}, {tools_json})
     )

@@ -173,7 +173,7 @@ def build_command(
     if missing:
         raise ValueError(f"Missing required parameter(s) {missing} for function {name!r}.")
     script = shlex.quote(f"{tools_dir}/{name}.py")
-    argv = [shlex.quote(python), script]
+    argv = [*(shlex.quote(w) for w in shlex.split(python)), script]  # python may carry flags
     values = dict(params)
     if name == "file_editor":
         argv.append(shlex.quote(str(values.pop("command"))))
