@@ -116,10 +116,10 @@ def _write_report(root: RunDir, rows: list[dict[str, Any]], micro: dict[str, Any
         "# swe-rl demo report", "",
         "| | before RL | after RL |", "|---|---|---|",
         f"| held-out success, greedy | {succ[0]:.1%} | {succ[-1]:.1%} |" if succ else "| held-out | n/a | n/a |",
-        f"| held-out success, sampled T=1 | {samp[0]:.1%} | {samp[-1]:.1%} |" if samp else "",
+        f"| held-out success, sampled T=1 | {samp[0]:.1%} | {samp[-1]:.1%} |" if samp else None,
         f"| train reward (first / last step) | {train_rows[0]['reward_mean']:.1%} | "
-        f"{train_rows[-1]['reward_mean']:.1%} |" if train_rows else "",
-        f"| mixed groups (first / last step) | {mixed[0]:.0%} | {mixed[-1]:.0%} |" if mixed else "",
+        f"{train_rows[-1]['reward_mean']:.1%} |" if train_rows else None,
+        f"| mixed groups (first / last step) | {mixed[0]:.0%} | {mixed[-1]:.0%} |" if mixed else None,
         "", f"Steps with held-out evaluation: {steps}", "",
         f"Time: SFT/load {t_sft / 60:.1f} min, RL + evaluation {t_rl / 60:.1f} min, total {t_all / 60:.1f} min.",
         "", f"Held-out episodes report (evaluation harness format): {held_md.relative_to(root.report)}",

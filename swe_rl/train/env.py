@@ -178,6 +178,7 @@ class CachedGrader:
     cache: dict[tuple[str, str], RewardResult] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
+    exec_s: float = 0.0  # seconds inside test runs (excluding the wait for a free slot)
 
     async def __call__(self, task: Task, patch: str) -> RewardResult:
         key = (task.instance_id, patch)
@@ -192,7 +193,9 @@ class CachedGrader:
             script.append(_write_cmd(f"{repo}/{p}", t))
         script.append(task.eval_script)
         async with self.slots.lease(task) as box:
+            t0 = asyncio.get_running_loop().time()
             res = await box.exec(" && ".join(script[:2]) + " ; " + " ; ".join(script[2:]), timeout=60)
+        self.exec_s += asyncio.get_running_loop().time() - t0
         if res.timed_out:
             result = RewardResult(reward=0.0, resolved=False, log=res.output[-2000:], failure=None)
         else:
@@ -225,6 +228,15 @@ class PipelineRollouter:
         self.agent_cfg = agent_cfg
         self.slots = slots
         self.grader = grader or CachedGrader(slots)
+
+    def stats(self) -> dict[str, float]:
+        """Cumulative counters (the trainer logs per-step differences): sandbox and grading cost vs generation."""
+        pol = getattr(self.provider.policy, "stats", {})
+        return {
+            "sandbox_reset_s": self.slots.stats["reset_s"], "grading_exec_s": self.grader.exec_s,
+            "grading_cache_hits": self.grader.hits, "grading_runs": self.grader.misses,
+            "generate_s": float(pol.get("gen_s", 0.0)), "generated_tokens": float(pol.get("tokens", 0)),
+        }  # fmt: skip
 
     def with_temperature(self, temperature: float) -> PipelineRollouter:
         """The same policy, slots and grader cache, sampling at another temperature (0 = greedy)."""

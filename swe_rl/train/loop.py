@@ -87,6 +87,7 @@ def train(
         step = state.step + 1
         seed = step_seed(cfg.seed, step)
         t0 = time.monotonic()
+        counters = rollouter.stats() if hasattr(rollouter, "stats") else {}
 
         # 1. Rollouts: tasks with families mixed, n samples each, graded.
         batch_tasks = sample_tasks(tasks, cfg.rollout.tasks_per_step, task_rng)
@@ -162,11 +163,15 @@ def train(
         )
         metrics.update(
             time_rollout_s=t_rollout,
-            time_grading_s=sum(float(t.metrics.get("grading_s", 0.0)) for t in trajs),
+            # summed over concurrent episodes (includes waiting for a free sandbox slot)
+            time_grading_sum_s=sum(float(t.metrics.get("grading_s", 0.0)) for t in trajs),
+            time_tools_sum_s=sum(float(t.metrics.get("tools_s", 0.0)) for t in trajs),
             time_train_s=t_train,
             time_step_s=time.monotonic() - t0,
             active_rows=int(rows.numel()),
         )
+        if counters:  # per-step deltas of the rollouter's own counters (sandbox, grading, generation)
+            metrics.update({f"cost/{k}": v - counters[k] for k, v in rollouter.stats().items()})
         if evaluate is not None and cfg.eval.every and step % cfg.eval.every == 0:
             metrics.update({f"eval/{k}": v for k, v in evaluate(step).items()})
         run.log_metrics(step, metrics)

@@ -88,7 +88,12 @@ def build_env(cfg: TrainConfig, model: Any, tok: Any) -> Env:
     tasks = generate_tasks(d.n_train, "train", d.seed, d.n_funcs)
     held = generate_tasks(cfg.eval.n_tasks, "held_out", d.seed, d.n_funcs)
     evaluator = HeldOutEval(rollouter, held, sampled=cfg.eval.sampled)
-    return Env(rollouter, tasks, sample_batch, evaluator, close=slots.close)
+
+    def close() -> None:
+        slots.run(policy.close())  # the batching worker lives on the slots' loop: stop it there first
+        slots.close()
+
+    return Env(rollouter, tasks, sample_batch, evaluator, close=close)
 
 
 def train_command(config_files: list[str], overrides: list[str], resume: bool) -> RunDir:
