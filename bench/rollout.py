@@ -7,7 +7,7 @@
 The in-process baseline runs before and after the pool runs; their mean is the baseline (load drifts on a shared
 machine). Two episode kinds: the plain gold replay (CPU-bound on a small machine) and the same with a test
 suite that waits --test-wait seconds in the sandbox (sandbox-bound, like real SWE-bench test runs).
-Usage: python bench/rollout.py [--tasks 4] [--samples 1] [--concurrency 2] [--test-wait 4]
+Usage: python bench/rollout.py [--tasks 4] [--samples 2] [--concurrency 2] [--test-wait 6]
 """
 
 from __future__ import annotations
@@ -64,7 +64,9 @@ def measure(name: str, spec, items: list, c: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tasks", type=int, default=4, help="micro-suite tasks (first N by id)")
-    ap.add_argument("--samples", type=int, default=1, help="episodes per task")
+    ap.add_argument(
+        "--samples", type=int, default=2, help="episodes per task (8 in all: a multiple of 2 actors × 2)"
+    )
     ap.add_argument(
         "--concurrency", type=int, default=2, help="concurrent episodes per actor / in the local loop"
     )
