@@ -71,7 +71,7 @@ def main() -> None:
         "--concurrency", type=int, default=2, help="concurrent episodes per actor / in the local loop"
     )
     ap.add_argument(
-        "--test-wait", type=float, default=4.0, help="seconds the slow test suite sleeps in the sandbox"
+        "--test-wait", type=float, default=6.0, help="seconds the slow test suite sleeps in the sandbox"
     )
     args = ap.parse_args()
 
