@@ -27,7 +27,7 @@ def patch_command(
     specs = " ".join(q(f":(exclude,glob)**/{p}") for p in exclude)
     return (
         f"(cd {q(repo_dir)} && rm -f {index_file} && "
-        f'(cp "$(git rev-parse --git-path index)" {index_file} 2>/dev/null || true) && '
+        f'(cp -p "$(git rev-parse --git-path index)" {index_file} 2>/dev/null || true) && '
         f"GIT_INDEX_FILE={index_file} git add -A -- . {specs} && "
         f"GIT_INDEX_FILE={index_file} git diff --cached --binary --no-color --no-ext-diff {q(base_commit)} "
         f"> {patch_file}; rc=$?; rm -f {index_file}; [ $rc -eq 0 ])"  # subshell: the persistent shell keeps its cwd

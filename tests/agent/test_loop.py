@@ -294,3 +294,24 @@ async def test_concurrent_episodes_share_one_batching_policy(
     turns = sum(t.metrics["steps"] for t in trajs)
     assert policy.stats["requests"] == turns and policy.stats["batches"] < turns
     assert len({tuple(t.token_ids) for t in trajs}) == 4  # per-sample seeds: different samples
+
+
+async def test_same_size_edit_right_after_commit_is_in_the_patch(
+    agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer
+):
+    """Racy git: commit and a same-size edit in the same second, the patch taken a second later (git compares
+    whole-second mtimes here): the temp index must keep the real index's mtime so git re-reads the file."""
+    _, task = agent_repo
+    cfg = agent_cfg_for(agent_sandbox, max_steps=4)
+    task = task.model_copy(update={"base_commit": ""})  # base = HEAD at episode start
+    to_next_second = "python3 -c 'import time; time.sleep(1.02 - time.time() % 1)'"
+    setup = f"{to_next_second} && printf 'v = 1\\n' > r.py && git add r.py && git -c user.name=a -c user.email=a@b commit -qm r"
+    assert (await agent_sandbox.exec(setup, cwd=cfg.repo_dir)).exit_code == 0
+    edit = {"command": "str_replace", "path": f"{cfg.repo_dir}/r.py", "old_str": "v = 1", "new_str": "v = 9"}
+    replies = [
+        format_action("file_editor", edit, "xml"),
+        format_action("execute_bash", {"command": "sleep 1.1"}, "xml"),
+        format_action("submit", {}, "xml"),
+    ]
+    traj = await run_episode(task, agent_sandbox, ReplayPolicy(tiny_tokenizer, replies), tiny_tokenizer, cfg)
+    assert "-v = 1\n+v = 9" in traj.patch, traj.patch
