@@ -6,6 +6,8 @@ inside the commands so `swe-rl --help` stays fast.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 CONFIGS = typer.Option([], "--config", "-c", help="YAML config file(s), merged in order")
@@ -20,7 +22,7 @@ def train_command(
     """RL with the built-in single-process trainer (GRPO / RLOO + AEM / EMPG / EPO; CPU or one GPU)."""
     from swe_rl.train.run import train_command as run
 
-    run(config, override, resume)
+    run(list[str | Path](config), override, resume)
 
 
 def sft_command(config: list[str] = CONFIGS, override: list[str] = OVERRIDES) -> None:
@@ -28,7 +30,8 @@ def sft_command(config: list[str] = CONFIGS, override: list[str] = OVERRIDES) ->
     from swe_rl.config import load_config
     from swe_rl.train.sft import SFTConfig, run_sft
 
-    run_sft(load_config(SFTConfig, files=config, overrides=override))
+    files: list[str | Path] = list(config)
+    run_sft(load_config(SFTConfig, files=files, overrides=override))
 
 
 def demo_command(
@@ -36,12 +39,10 @@ def demo_command(
     override: list[str] = OVERRIDES,
 ) -> None:
     """SFT warm start (or the shipped checkpoint) -> short GRPO+AEM run -> held-out + micro-suite eval -> report."""
-    from pathlib import Path
-
     from swe_rl.config import load_config
     from swe_rl.train.demo import DemoConfig, run_demo
 
-    files = [c for c in config if Path(c).is_file() or c != "configs/demo.yaml"]
+    files: list[str | Path] = [c for c in config if Path(c).is_file() or c != "configs/demo.yaml"]
     run_demo(load_config(DemoConfig, files=files, overrides=override))
 
 

@@ -92,7 +92,7 @@ def summarize(out_dir: Path, methods: list[str], seeds: list[int]) -> Path:
                 per_seed.append({"seed": s, "first_step": steps[0], "last_step": steps[-1], "start": succ[0],
                                  "end": succ[-1], "gain": succ[-1] - succ[0],
                                  "mixed_first": mixed[0] if mixed else None})  # fmt: skip
-        gains = [p["gain"] for p in per_seed]
+        gains: list[float] = [float(p["gain"] or 0.0) for p in per_seed]
         summary[m] = {"seeds": per_seed, "mean_gain": statistics.mean(gains) if gains else None,
                       "sd_gain": statistics.stdev(gains) if len(gains) > 1 else None}  # fmt: skip
     pngs = plot_methods(runs, out_dir / "plots")

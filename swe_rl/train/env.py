@@ -207,7 +207,7 @@ class CachedGrader:
 
 def demo_agent_config(prompts_dir: str, **overrides: Any) -> AgentConfig:
     """Short prompts and tight limits for the tiny model (3 expert turns; one spare; early stop on bad format)."""
-    base = dict(
+    base: dict[str, Any] = dict(
         action_format="xml", max_steps=4, max_new_tokens=64, max_context_tokens=1024, max_format_errors=1,
         temperature=1.0, tool_timeout_s=20, max_observation_chars=1500, setup_timeout_s=60,
         system_prompt_file=f"{prompts_dir}/system.md", task_prompt_file=f"{prompts_dir}/task.md",
@@ -255,7 +255,7 @@ class PipelineRollouter:
         from swe_rl.rollout.episode import EpisodeContext
 
         ctxs = [
-            EpisodeContext(policy=self.provider, sandbox_factory=self.slots.lease, reward_fn=self.grader,
+            EpisodeContext(policy=self.provider, sandbox_factory=self.slots.lease, reward_fn=self.grader,  # type: ignore[arg-type]
                            agent_cfg=self.agent_cfg.model_copy(update={"seed": seed + 7919 * i}))
             for i in range(n)
         ]  # fmt: skip

@@ -11,7 +11,7 @@ import copy
 import json
 import random
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -125,7 +125,7 @@ def train(
         rows = active.nonzero().squeeze(1)
         gen = torch.Generator().manual_seed(seed)
         model.train()
-        stats: Counter[str] = Counter()
+        stats: dict[str, float] = defaultdict(float)
         for _ in range(cfg.optim.epochs if rows.numel() else 0):
             for mb in minibatches(int(rows.numel()), cfg.optim.minibatch, gen):
                 mb_rows = rows[mb]
@@ -171,7 +171,8 @@ def train(
             active_rows=int(rows.numel()),
         )
         if counters:  # per-step deltas of the rollouter's own counters (sandbox, grading, generation)
-            metrics.update({f"cost/{k}": v - counters[k] for k, v in rollouter.stats().items()})
+            now = rollouter.stats()  # type: ignore[attr-defined]
+            metrics.update({f"cost/{k}": v - counters[k] for k, v in now.items()})
         if evaluate is not None and cfg.eval.every and step % cfg.eval.every == 0:
             metrics.update({f"eval/{k}": v for k, v in evaluate(step).items()})
         run.log_metrics(step, metrics)
@@ -198,7 +199,7 @@ def _step_metrics(
     adv: torch.Tensor,
     loss_mask: torch.Tensor,
     pmask: torch.Tensor,
-    stats: Counter[str],
+    stats: dict[str, float],
     diag: dict[str, float],
 ) -> dict[str, Any]:
     """Per-step scalars: reward, resolve rate, mixed groups, exit reasons, entropy by sign of A, PPO stats."""
@@ -219,7 +220,7 @@ def _step_metrics(
         "policy_tokens": int(pmask.sum()),
         "total_tokens": sum(len(t.token_ids) for t in trajs),
         "turns_mean": sum(int(t.metrics.get("steps", 0)) for t in trajs) / len(trajs),
-        "updates": stats["updates"],
+        "updates": int(stats["updates"]),
         "grad_norm": stats["grad_norm"] / max(stats["updates"], 1),
     }
     for k, v in stats.items():

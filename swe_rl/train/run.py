@@ -96,7 +96,7 @@ def build_env(cfg: TrainConfig, model: Any, tok: Any) -> Env:
     return Env(rollouter, tasks, sample_batch, evaluator, close=close)
 
 
-def train_command(config_files: list[str], overrides: list[str], resume: bool) -> RunDir:
+def train_command(config_files: list[str | Path], overrides: list[str], resume: bool) -> RunDir:
     """Load the config, train, evaluate on held-out tasks at the end; returns the run directory."""
     from swe_rl.config import load_config
     from swe_rl.train.loop import train
