@@ -140,9 +140,9 @@ def show_command(
     tok = None
     if tokens:
         if tokenizer:
-            from transformers import AutoTokenizer
+            from swe_rl.policy.tiny import load_tokenizer
 
-            tok = AutoTokenizer.from_pretrained(tokenizer)
+            tok = load_tokenizer(tokenizer)
         else:
             from swe_rl.policy.tiny import build_tokenizer
 

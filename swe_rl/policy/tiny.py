@@ -7,6 +7,8 @@ token (calibration showed it helps copying constants); specials follow Qwen's na
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -96,3 +98,24 @@ def build_tiny_model(
         raise ValueError(f"arch={arch!r}: expected 'qwen2' or 'qwen3'")
     model.eval()
     return model
+
+
+def load_tokenizer(path: str | Path) -> Any:
+    """A saved tokenizer exactly as it was trained (tiny checkpoints and hub-style folders with tokenizer.json).
+
+    AutoTokenizer on a folder whose config.json says model_type=qwen2 returns Qwen2Tokenizer, which swaps in
+    Qwen's own pre-tokenizer: our digit-split BPE then encodes differently and the model sees text it was never
+    trained on. The tokenizer-only subfolder `tokenizer/` (no config.json) loads as the saved backend."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    path = Path(path)
+    if (path / "tokenizer" / "tokenizer.json").is_file():
+        return AutoTokenizer.from_pretrained(path / "tokenizer")
+    return PreTrainedTokenizerFast.from_pretrained(path)
+
+
+def save_tokenizer(tok: Any, path: str | Path) -> None:
+    """Save next to the model and in the AutoTokenizer-safe `tokenizer/` subfolder (see load_tokenizer)."""
+    path = Path(path)
+    tok.save_pretrained(path)
+    tok.save_pretrained(path / "tokenizer")

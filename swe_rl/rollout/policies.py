@@ -95,11 +95,12 @@ class HFPolicySpec(StrictModel):
 
     def build(self) -> SharedPolicy:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
 
         from swe_rl.policy.hf import HFLocalPolicy
+        from swe_rl.policy.tiny import load_tokenizer
 
-        tok = AutoTokenizer.from_pretrained(self.tokenizer or self.model)
+        tok = load_tokenizer(self.tokenizer or self.model)
         model: Any = AutoModelForCausalLM.from_pretrained(self.model, dtype=getattr(torch, self.dtype))
         model = model.to(self.device)
         model.eval()
@@ -119,11 +120,10 @@ class OpenAIPolicySpec(StrictModel):
     def build(self) -> SharedPolicy:
         import os
 
-        from transformers import AutoTokenizer
-
         from swe_rl.policy.openai import OpenAIPolicy
+        from swe_rl.policy.tiny import load_tokenizer
 
-        tok = AutoTokenizer.from_pretrained(self.tokenizer)
+        tok = load_tokenizer(self.tokenizer)
         policy = OpenAIPolicy(
             base_url=self.base_url,
             model=self.model,

@@ -53,7 +53,7 @@ def save_checkpoint(
     tmp.mkdir()
     model.save_pretrained(tmp / "model")
     if tokenizer is not None:
-        from swe_rl.train.run import save_tokenizer
+        from swe_rl.policy.tiny import save_tokenizer
 
         save_tokenizer(tokenizer, tmp / "model")
     torch.save(

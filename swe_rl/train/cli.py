@@ -18,8 +18,24 @@ def train_command(
     config: list[str] = CONFIGS,
     override: list[str] = OVERRIDES,
     resume: bool = typer.Option(False, "--resume", help="continue from the run's newest checkpoint, exactly"),
+    backend: str = typer.Option(
+        "builtin",
+        "--backend",
+        help="builtin (single process, CPU or one GPU) or openrlhf (Ray + vLLM + DeepSpeed)",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="openrlhf: print the command line and config, start nothing"
+    ),
 ) -> None:
-    """RL with the built-in single-process trainer (GRPO / RLOO + AEM / EMPG / EPO; CPU or one GPU)."""
+    """RL training: the built-in trainer (GRPO / RLOO + AEM / EMPG / EPO) or, with --backend openrlhf, a cluster run."""
+    if backend == "openrlhf":
+        from swe_rl.train.openrlhf.cli import run_from_files
+
+        raise typer.Exit(run_from_files([Path(c) for c in config], list(override), dry_run))
+    if backend != "builtin":
+        raise typer.BadParameter(f"expected 'builtin' or 'openrlhf', got {backend!r}", param_hint="--backend")
+    if dry_run:
+        raise typer.BadParameter("--dry-run applies to --backend openrlhf only", param_hint="--dry-run")
     from swe_rl.train.run import train_command as run
 
     run(list[str | Path](config), override, resume)

@@ -38,6 +38,8 @@ def load_policy_model(cfg: TrainConfig) -> tuple[Any, Any]:
             raise FileNotFoundError(
                 f"model.init={cfg.model.init!r}: expected a HF model folder with config.json"
             )
+        from swe_rl.policy.tiny import load_tokenizer
+
         tok = load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         model.eval()
@@ -46,25 +48,6 @@ def load_policy_model(cfg: TrainConfig) -> tuple[Any, Any]:
 
     tok = build_tokenizer(vocab_size=cfg.model.vocab_size)
     return build_tiny_model(tok, arch=cfg.model.arch, size=cfg.model.size, seed=cfg.model.seed), tok
-
-
-def load_tokenizer(path: Path) -> Any:
-    """The tokenizer saved with a tiny-model checkpoint, exactly as it was trained.
-
-    AutoTokenizer on a folder whose config.json says model_type=qwen2 returns Qwen2Tokenizer, which swaps in
-    Qwen's own pre-tokenizer: our digit-split BPE then encodes differently and the model sees text it was never
-    trained on. The tokenizer-only subfolder `tokenizer/` (no config.json) loads as the saved backend."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    if (path / "tokenizer" / "tokenizer.json").is_file():
-        return AutoTokenizer.from_pretrained(path / "tokenizer")
-    return PreTrainedTokenizerFast.from_pretrained(path)
-
-
-def save_tokenizer(tok: Any, path: Path) -> None:
-    """Save next to the model and in the AutoTokenizer-safe `tokenizer/` subfolder (see load_tokenizer)."""
-    tok.save_pretrained(path)
-    tok.save_pretrained(path / "tokenizer")
 
 
 def build_env(cfg: TrainConfig, model: Any, tok: Any) -> Env:

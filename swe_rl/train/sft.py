@@ -127,7 +127,7 @@ def run_sft(cfg: SFTConfig) -> Path:
     if cfg.model.init:  # continue training a checkpoint (its tokenizer, so token ids keep their meaning)
         from transformers import AutoModelForCausalLM
 
-        from swe_rl.train.run import load_tokenizer
+        from swe_rl.policy.tiny import load_tokenizer
 
         tok = load_tokenizer(Path(cfg.model.init))
         model = AutoModelForCausalLM.from_pretrained(cfg.model.init)
@@ -141,7 +141,7 @@ def run_sft(cfg: SFTConfig) -> Path:
           f"model {n_params / 1e6:.2f}M params", flush=True)  # fmt: skip
     train_sft(model, tok, data, cfg, run)
     out = run.checkpoints / "sft"
-    from swe_rl.train.run import save_tokenizer
+    from swe_rl.policy.tiny import save_tokenizer
 
     model.save_pretrained(out)
     save_tokenizer(tok, out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -84,3 +85,19 @@ def test_tiny_model_chat_roundtrip(tiny_tokenizer, tiny_model):
         logits = tiny_model(torch.tensor([enc])).logits
     assert logits.shape == (1, len(enc), len(tiny_tokenizer))
     assert torch.isfinite(logits).all()
+
+
+def test_train_backend_switch_dry_run():
+    from typer.testing import CliRunner
+
+    from swe_rl.cli import app
+
+    runner = CliRunner()
+    recipe = Path(__file__).resolve().parents[2] / "configs/train/qwen25_coder_7b_grpo_aem.yaml"
+    out = runner.invoke(app, ["train", "--backend", "openrlhf", "-c", str(recipe), "--dry-run"])
+    assert out.exit_code == 0, out.output
+    assert (
+        "openrlhf.cli.train_ppo_ray" in out.output and "--algo.advantage.estimator group_norm" in out.output
+    )
+    bad = runner.invoke(app, ["train", "--backend", "nope"])
+    assert bad.exit_code != 0 and "builtin" in bad.output
