@@ -6,8 +6,9 @@ BASE_IMAGE ?= swe-rl/base:bookworm
 PYTEST_ARGS ?=
 WHEELS := $(wildcard /opt/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links /opt/wheels,)
+UV = $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 
-.PHONY: help setup system docker venv image demo test test-all lint format typecheck bench clean
+.PHONY: help setup system docker venv image demo test test-all lint format typecheck bench lock clean
 
 help:
 	@echo "make setup   - Debian packages, dockerd, venv (uv), package + dev extras, sandbox base image (idempotent)"
@@ -31,11 +32,11 @@ docker:
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml constraints.txt
-	@command -v uv >/dev/null || python3 -m pip install -q uv
-	@[ -x $(PY) ] || uv venv -q $(VENV) --python 3.11
-	uv pip install -q --python $(PY) $(FIND_LINKS) -c constraints.txt -e ".[dev]"
+	@command -v uv >/dev/null || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install -q uv
+	@[ -x $(PY) ] || $(UV) venv -q $(VENV) --python 3.11
+	$(UV) pip install -q --python $(PY) $(FIND_LINKS) -c constraints.txt -e ".[dev]"
 	@# OpenRLHF's CPU-importable parts (agent executor, Experience) for the adapter tests; its GPU deps stay out.
-	uv pip install -q --python $(PY) $(FIND_LINKS) --no-deps openrlhf==0.11.2 pylatexenc==2.11
+	$(UV) pip install -q --python $(PY) $(FIND_LINKS) --no-deps openrlhf==0.11.2 pylatexenc==2.11
 	@$(PY) -c "import torch; assert torch.version.cuda is None or '$(ALLOW_CUDA)', 'expected a CPU torch build'"
 	@touch $@
 
@@ -65,6 +66,9 @@ typecheck: venv
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+lock:  ## regenerate constraints.txt from pyproject.toml (+ overrides.txt)
+	$(UV) pip compile pyproject.toml --extra dev --python 3.11 $(FIND_LINKS) --override overrides.txt --no-header -q -o constraints.txt
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
