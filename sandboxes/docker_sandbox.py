@@ -26,7 +26,7 @@ from sandboxes.base import (
 from sandboxes.config import DockerSandboxConfig
 from sandboxes.engine import SocketTransport, docker_client, open_exec_transport
 from sandboxes.lifecycle import Janitor, default_janitor, owner_labels
-from sandboxes.shell import OutputCap, check_env
+from sandboxes.shell import OutputCap, check_env, one_shot_argv
 from sandboxes.shellbox import ShellSandbox
 
 __all__ = ["STATE_DIR", "DockerSandbox", "docker_client"]  # docker_client re-exported: callers import it here
@@ -238,17 +238,7 @@ class DockerSandbox(ShellSandbox):
         """One-shot mode: a fresh `docker exec` (no shell state, may run alongside `exec`), same limits and cap."""
         timeout = self._check_timeout(timeout)
         cap = OutputCap(self.output_limit)
-        argv = [
-            "timeout",
-            "-k",
-            f"{self.kill_grace:.3f}s",
-            f"{timeout:.3f}s",
-            "bash",
-            "--noprofile",
-            "--norc",
-            "-c",
-            cmd,
-        ]
+        argv = one_shot_argv(cmd, timeout, self.kill_grace)
         self._io()  # raises when not running
         t0 = time.monotonic()
         try:

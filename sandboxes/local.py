@@ -20,7 +20,7 @@ from pathlib import Path
 
 from sandboxes.base import ExecResult, SandboxDiedError, SandboxError
 from sandboxes.config import LocalSandboxConfig
-from sandboxes.shell import OutputCap, check_env
+from sandboxes.shell import OutputCap, check_env, one_shot_argv
 from sandboxes.shellbox import ShellSandbox
 
 
@@ -150,15 +150,7 @@ class LocalSandbox(ShellSandbox):
         timeout = self._check_timeout(timeout)
         cap, t0 = OutputCap(self.output_limit), time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            "timeout",
-            "-k",
-            f"{self.kill_grace:.3f}s",
-            f"{timeout:.3f}s",
-            "bash",
-            "--noprofile",
-            "--norc",
-            "-c",
-            cmd,
+            *one_shot_argv(cmd, timeout, self.kill_grace),
             cwd=self._path(cwd or "."),
             env={**os.environ, **self.config.env, **check_env(env)},
             start_new_session=True,

@@ -116,6 +116,21 @@ def command_script(
     return "\n".join(lines).encode()
 
 
+def one_shot_argv(cmd: str, timeout: float, kill_grace: float) -> list[str]:
+    """argv of the one-shot mode: a fresh non-interactive bash under coreutils `timeout -k` (no shell state)."""
+    return [
+        "timeout",
+        "-k",
+        f"{kill_grace:.3f}s",
+        f"{timeout:.3f}s",
+        "bash",
+        "--noprofile",
+        "--norc",
+        "-c",
+        cmd,
+    ]
+
+
 def new_nonce() -> str:
     return secrets.token_hex(16)
 
