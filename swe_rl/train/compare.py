@@ -86,15 +86,19 @@ def summarize(out_dir: Path, methods: list[str], seeds: list[int]) -> Path:
             if not rows:
                 continue
             runs.setdefault(m, []).append(rows)
-            steps, succ = series(rows, "eval/greedy_success")
             _, mixed = series(rows, "mixed_group_frac")
-            if succ:
-                per_seed.append({"seed": s, "first_step": steps[0], "last_step": steps[-1], "start": succ[0],
-                                 "end": succ[-1], "gain": succ[-1] - succ[0],
-                                 "mixed_first": mixed[0] if mixed else None})  # fmt: skip
-        gains: list[float] = [float(p["gain"] or 0.0) for p in per_seed]
-        summary[m] = {"seeds": per_seed, "mean_gain": statistics.mean(gains) if gains else None,
-                      "sd_gain": statistics.stdev(gains) if len(gains) > 1 else None}  # fmt: skip
+            rec: dict[str, Any] = {"seed": s, "mixed_first": mixed[0] if mixed else None}
+            for mode in ("greedy", "sampled"):
+                steps, succ = series(rows, f"eval/{mode}_success")
+                if succ:
+                    rec[mode] = {"first_step": steps[0], "last_step": steps[-1], "start": succ[0],
+                                 "end": succ[-1], "gain": succ[-1] - succ[0]}  # fmt: skip
+            per_seed.append(rec)
+        summary[m] = {"seeds": per_seed}
+        for mode in ("greedy", "sampled"):
+            gains = [float(p[mode]["gain"]) for p in per_seed if mode in p]
+            summary[m][f"{mode}_mean_gain"] = statistics.mean(gains) if gains else None
+            summary[m][f"{mode}_sd_gain"] = statistics.stdev(gains) if len(gains) > 1 else None
     pngs = plot_methods(runs, out_dir / "plots")
     path = out_dir / "summary.json"
     path.write_text(json.dumps(summary, indent=1))

@@ -42,6 +42,7 @@ class RolloutConfig(StrictModel):
 
 class OptimConfig(StrictModel):
     lr: float = 3e-4  # AdamW learning rate
+    warmup: int = 0  # linear lr warmup over the first N RL steps (Adam's first updates are sign-sized)
     weight_decay: float = 0.0  # AdamW weight decay
     betas: tuple[float, float] = (0.9, 0.999)  # AdamW betas
     grad_clip: float = 1.0  # max global grad norm (0 = off)

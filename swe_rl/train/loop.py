@@ -50,6 +50,11 @@ def step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step * 7919) % (2**31 - 1)
 
 
+def lr_at(lr: float, warmup: int, step: int) -> float:
+    """Linear warmup over the first `warmup` RL steps (1-based), then constant."""
+    return lr * min(1.0, step / warmup) if warmup > 0 else lr
+
+
 def train(
     cfg: TrainConfig,
     run: RunDir,
@@ -112,6 +117,10 @@ def train(
             ]
         old_lp = torch.cat([p[0] for p in parts])
         old_ent = torch.cat([p[1] for p in parts])  # type: ignore[misc]
+        # Sampler vs trainer log-probs on policy tokens: ~0 when the rollouts are on-policy (same weights,
+        # same temperature); a large value means the PPO ratio is measured against the wrong distribution.
+        sampled = batch.loss_mask.bool() & (batch.rollout_logprobs != 0)
+        lp_gap = float((old_lp - batch.rollout_logprobs)[sampled].abs().mean()) if sampled.any() else 0.0
 
         # 3. Advantages through swe_rl.algo: estimator, compact/dynamic filtering, AEM or EMPG.
         adv, loss_mask, diag = advantages(algo, rewards, group_ids, valid, batch.loss_mask, old_ent, exits)
@@ -124,6 +133,8 @@ def train(
             active &= (adv.abs() * loss_mask).sum(1) > 0
         rows = active.nonzero().squeeze(1)
         gen = torch.Generator().manual_seed(seed)
+        for group in opt.param_groups:  # derived from the step, so a resumed run gets the same schedule
+            group["lr"] = lr_at(cfg.optim.lr, cfg.optim.warmup, step)
         model.train()
         stats: dict[str, float] = defaultdict(float)
         for _ in range(cfg.optim.epochs if rows.numel() else 0):
@@ -169,6 +180,8 @@ def train(
             time_train_s=t_train,
             time_step_s=time.monotonic() - t0,
             active_rows=int(rows.numel()),
+            rollout_lp_gap=lp_gap,
+            lr=lr_at(cfg.optim.lr, cfg.optim.warmup, step),
         )
         if counters:  # per-step deltas of the rollouter's own counters (sandbox, grading, generation)
             now = rollouter.stats()  # type: ignore[attr-defined]

@@ -7,6 +7,7 @@ from typing import Any
 
 CURVES = {
     "heldout_success.png": ("eval/greedy_success", "held-out success (greedy)"),
+    "heldout_success_sampled.png": ("eval/sampled_success", "held-out success (sampled, T=1)"),
     "entropy.png": ("entropy_mean", "policy token entropy (old-policy pass)"),
     "mixed_groups.png": ("mixed_group_frac", "fraction of groups with mixed rewards"),
     "train_reward.png": ("reward_mean", "training reward (sampled, T=1)"),
@@ -34,6 +35,8 @@ def plot_methods(runs: dict[str, list[list[dict[str, Any]]]], out_dir: Path) -> 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, (key, title) in CURVES.items():
+        if not any(series(rows, key)[0] for seeds in runs.values() for rows in seeds):
+            continue  # e.g. no sampled evaluation configured
         fig, ax = plt.subplots(figsize=(6, 3.6))
         for i, (method, seeds) in enumerate(sorted(runs.items())):
             color = f"C{i}"

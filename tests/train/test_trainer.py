@@ -6,7 +6,7 @@ import torch
 
 from swe_rl.train.batch import collate, token_logprobs_entropy
 from swe_rl.train.checkpoint import TrainState, latest, load_checkpoint, save_checkpoint
-from swe_rl.train.loop import train
+from swe_rl.train.loop import lr_at, train
 from swe_rl.train.objective import advantages, global_count, microbatch_loss
 from swe_rl.train.toy import toy_sampler
 
@@ -37,19 +37,19 @@ def test_toy_success_rises(train_toy_setup):
 
 def test_resume_is_exact(train_toy_setup):
     cfg, run, model, tok, roll, tasks = train_toy_setup(
-        "straight", steps=4, save_every=2, **{"optim.epochs": 2}
+        "straight", steps=4, save_every=2, **{"optim.epochs": 2, "optim.warmup": 3}
     )
     train(cfg, run, model, tok, roll, tasks, sample_tasks=toy_sampler)
 
     cfg2, run2, model2, tok2, roll2, tasks2 = train_toy_setup(
-        "killed", steps=4, save_every=2, **{"optim.epochs": 2}
+        "killed", steps=4, save_every=2, **{"optim.epochs": 2, "optim.warmup": 3}
     )
     train(
         cfg2, run2, model2, tok2, roll2, tasks2, sample_tasks=toy_sampler, stop_after=3
     )  # dies after step 3
     assert latest(run2.checkpoints).name == "step_000002"
     # A new process: fresh objects, weights and state come from the step-2 checkpoint.
-    _, _, model3, _, roll3, _ = train_toy_setup("killed", steps=4, save_every=2, **{"optim.epochs": 2})
+    _, _, model3, _, roll3, _ = train_toy_setup("killed", steps=4, save_every=2, **{"optim.epochs": 2, "optim.warmup": 3})
     with torch.no_grad():
         for p in model3.parameters():
             p.add_(1.0)  # make sure the resumed weights really come from the checkpoint
@@ -110,3 +110,13 @@ def test_checkpoint_round_trip(train_toy_setup, tmp_path):
     assert s1.keys() == s2.keys()
     for k in s1:
         assert torch.equal(s1[k]["exp_avg"], s2[k]["exp_avg"])
+
+
+def test_lr_warmup_schedule(train_toy_setup):
+    assert [lr_at(1.0, 4, s) for s in (1, 2, 4, 9)] == [0.25, 0.5, 1.0, 1.0]
+    assert lr_at(3e-4, 0, 1) == 3e-4
+    cfg, run, model, tok, roll, tasks = train_toy_setup(steps=3, **{"optim.warmup": 2})
+    train(cfg, run, model, tok, roll, tasks, sample_tasks=toy_sampler)
+    assert [r["lr"] for r in run.read_metrics()] == [cfg.optim.lr / 2, cfg.optim.lr, cfg.optim.lr]
+    # the toy rollouter samples with the trainer's weights: sampler and trainer log-probs agree
+    assert all(r["rollout_lp_gap"] < 1e-4 for r in run.read_metrics())

@@ -1,0 +1,36 @@
+"""`swe-rl compare`'s summary: per-seed gains from the first to the last held-out evaluation, and the plots."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from swe_rl.runs import RunDir
+from swe_rl.train.compare import summarize
+
+
+def _write_run(out, name, greedy, sampled, mixed):
+    run = RunDir.create(str(out), name)
+    for step, (g, s, m) in enumerate(zip(greedy, sampled, mixed, strict=True)):
+        row = {"mixed_group_frac": m, "entropy_mean": 0.05, "reward_mean": s}
+        if g is not None:
+            row |= {"eval/greedy_success": g, "eval/sampled_success": s}
+        run.log_metrics(step, row)
+
+
+def test_summary_gains_and_plots(tmp_path):
+    _write_run(tmp_path, "a_s0", [0.5, None, 0.7], [0.3, 0.35, 0.6], [0.9, 0.8, 0.7])
+    _write_run(tmp_path, "a_s1", [0.4, None, 0.4], [0.2, 0.3, 0.3], [0.6, 0.5, 0.5])
+    _write_run(tmp_path, "b_s0", [0.5, None, 0.45], [0.4, 0.4, 0.35], [0.9, 0.9, 0.9])
+    path = summarize(tmp_path, ["a", "b"], [0, 1])
+    summary = json.loads(path.read_text())
+    assert summary["a"]["greedy_mean_gain"] == pytest.approx(0.1)  # (0.2 + 0.0) / 2
+    assert summary["a"]["sampled_mean_gain"] == pytest.approx(0.2)  # (0.3 + 0.1) / 2
+    assert summary["a"]["greedy_sd_gain"] == pytest.approx(0.1414, abs=1e-3)
+    assert summary["b"]["sampled_mean_gain"] == pytest.approx(-0.05)
+    assert summary["b"]["greedy_sd_gain"] is None  # one seed ran
+    assert [s["seed"] for s in summary["b"]["seeds"]] == [0]
+    assert summary["a"]["seeds"][0]["mixed_first"] == 0.9
+    pngs = {p.name for p in (tmp_path / "plots").glob("*.png")}
+    assert {"heldout_success.png", "heldout_success_sampled.png", "entropy.png", "mixed_groups.png"} <= pngs
