@@ -49,7 +49,9 @@ def test_resume_is_exact(train_toy_setup):
     )  # dies after step 3
     assert latest(run2.checkpoints).name == "step_000002"
     # A new process: fresh objects, weights and state come from the step-2 checkpoint.
-    _, _, model3, _, roll3, _ = train_toy_setup("killed", steps=4, save_every=2, **{"optim.epochs": 2, "optim.warmup": 3})
+    _, _, model3, _, roll3, _ = train_toy_setup(
+        "killed", steps=4, save_every=2, **{"optim.epochs": 2, "optim.warmup": 3}
+    )
     with torch.no_grad():
         for p in model3.parameters():
             p.add_(1.0)  # make sure the resumed weights really come from the checkpoint
