@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -42,7 +42,8 @@ class RolloutConfig(StrictModel):
 
 class OptimConfig(StrictModel):
     lr: float = 3e-4  # AdamW learning rate
-    warmup: int = 0  # linear lr warmup over the first N RL steps (Adam's first updates are sign-sized)
+    # linear lr warmup over the first N RL steps (Adam's first updates are sign-sized)
+    warmup: Annotated[int, Field(ge=0)] = 0
     weight_decay: float = 0.0  # AdamW weight decay
     betas: tuple[float, float] = (0.9, 0.999)  # AdamW betas
     grad_clip: float = 1.0  # max global grad norm (0 = off)

@@ -122,3 +122,13 @@ def test_lr_warmup_schedule(train_toy_setup):
     assert [r["lr"] for r in run.read_metrics()] == [cfg.optim.lr / 2, cfg.optim.lr, cfg.optim.lr]
     # the toy rollouter samples with the trainer's weights: sampler and trainer log-probs agree
     assert all(r["rollout_lp_gap"] < 1e-4 for r in run.read_metrics())
+
+
+def test_negative_warmup_is_one_clear_error():
+    import pytest
+
+    from swe_rl.config import ConfigError, load_config
+    from swe_rl.train.config import TrainConfig
+
+    with pytest.raises(ConfigError, match=r"optim\.warmup"):
+        load_config(TrainConfig, files=[], overrides=["optim.warmup=-2"])
