@@ -10,7 +10,9 @@ Designed so RL has signal on a tiny CPU model (see shared/reference/learning-cal
   it needs also occurs in training, so a tiny model can generalize copying to it.
 
 `generate_tasks(n, split, seed)` is deterministic; `expert_actions(task)` gives the scripted solution as tool
-calls (name, arguments) that the agent's real tools execute; `sample_batch` mixes families in each batch.
+calls (name, arguments) that the agent's real tools execute; `expert_actions(task, flawed=True)` gives a flawed
+expert's attempt (the right edit with an off-by-one constant, which fails the tests), so SFT data can mix expert
+and flawed demonstrations as SFT on unfiltered agent trajectories does; `sample_batch` mixes families.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class FuncSpec:
 
     name: str
     family: str
+    k: str  # the constant the statement names
     good: str  # the correct `return` expression
     bad: str  # the buggy one (only used for the function that carries the bug)
     statement: str  # one sentence describing the fix
@@ -48,6 +51,7 @@ def _func(family: str, name: str, k: str) -> FuncSpec:
         return FuncSpec(
             name,
             family,
+            k,
             f"x * {k}",
             f"x * {_other(k)}",
             f"{name} should multiply by {k}.",
@@ -57,6 +61,7 @@ def _func(family: str, name: str, k: str) -> FuncSpec:
         return FuncSpec(
             name,
             family,
+            k,
             f"x + {k}",
             f"x + {_other(k)}",
             f"{name} should add {k}.",
@@ -66,6 +71,7 @@ def _func(family: str, name: str, k: str) -> FuncSpec:
         return FuncSpec(
             name,
             family,
+            k,
             f"x - {k}",
             f"x + {k}",
             f"{name} should subtract {k}, not add it.",
@@ -75,6 +81,7 @@ def _func(family: str, name: str, k: str) -> FuncSpec:
         return FuncSpec(
             name,
             family,
+            k,
             f"x >= {k}",
             f"x > {k}",
             f"{name}({k}) should be True: use >=.",
@@ -84,6 +91,7 @@ def _func(family: str, name: str, k: str) -> FuncSpec:
         return FuncSpec(
             name,
             family,
+            k,
             f"sum(range(x + {k}))",
             f"sum(range(x + {_other(k)}))",
             f"{name} should sum range(x + {k}).",
@@ -93,6 +101,7 @@ def _func(family: str, name: str, k: str) -> FuncSpec:
         return FuncSpec(
             name,
             family,
+            k,
             f"{k} - x",
             f"x - {k}",
             f"{name} should return {k} - x.",
@@ -104,6 +113,13 @@ def _func(family: str, name: str, k: str) -> FuncSpec:
 def _other(k: str) -> str:
     # A deterministic wrong constant different from k (keeps the buggy file a function of the task key).
     return CONSTS[(CONSTS.index(k) + 3) % len(CONSTS)]
+
+
+def flawed_fix(f: FuncSpec) -> str:
+    """The flawed expert's fix: the correct expression with the constant off by one (k - 1), which always fails
+    the tests (they check k exactly; for `cmp` they check k - 1 is False)."""
+    assert f.good.count(f.k) == 1, f.good
+    return f.good.replace(f.k, str(int(f.k) - 1))
 
 
 def split_of(family: str, name: str, k: str) -> str:
@@ -202,7 +218,7 @@ def make_task(rng: random.Random, split: str, index: int, n_funcs: int = 3) -> T
             "family": bug.family,
             "files": {MODULE: bad_src},  # the repo at base_commit (materialize with git init + commit)
             "test_files": {TEST_FILE: test_src},
-            "expert": {"old": old, "new": new, "path": MODULE},
+            "expert": {"old": old, "new": new, "path": MODULE, "flawed_new": flawed_fix(bug)},
         },
     )
 
@@ -227,12 +243,16 @@ def sample_batch(tasks: list[Task], k: int, rng: random.Random) -> list[Task]:
     return [rng.choice(by_family[fams[i % len(fams)]]) for i in range(k)]
 
 
-def expert_actions(task: Task, repo_dir: str = "/testbed") -> list[tuple[str, dict[str, str]]]:
-    """The scripted solution as tool calls (swe_rl.agent names): view, str_replace, submit."""
+def expert_actions(
+    task: Task, repo_dir: str = "/testbed", flawed: bool = False
+) -> list[tuple[str, dict[str, str]]]:
+    """The scripted solution as tool calls (swe_rl.agent names): view, str_replace, submit. `flawed=True`: the
+    same actions with the flawed expert's new_str (off-by-one constant; the tests fail)."""
     ex = task.metadata["expert"]
     path = f"{repo_dir}/{ex['path']}"
+    new = ex["flawed_new"] if flawed else ex["new"]
     return [
         ("file_editor", {"command": "view", "path": path}),
-        ("file_editor", {"command": "str_replace", "path": path, "old_str": ex["old"], "new_str": ex["new"]}),
+        ("file_editor", {"command": "str_replace", "path": path, "old_str": ex["old"], "new_str": new}),
         ("submit", {}),
     ]

@@ -20,37 +20,41 @@ from swe_rl.tasks.generator import expert_actions
 from swe_rl.tasks.task import Task
 
 
-def expert_replies(task: Task, agent_cfg: AgentConfig) -> list[str]:
+def expert_replies(task: Task, agent_cfg: AgentConfig, flawed: bool = False) -> list[str]:
     return [
         format_action(name, params, agent_cfg.action_format)
-        for name, params in expert_actions(task, agent_cfg.repo_dir)
+        for name, params in expert_actions(task, agent_cfg.repo_dir, flawed=flawed)
     ]
 
 
 class ExpertProvider:
-    """PolicyProvider that answers each episode with its task's scripted replies."""
+    """PolicyProvider that answers each episode with its task's scripted replies (the flawed expert's for the
+    task ids in `flawed`)."""
 
-    def __init__(self, tokenizer: Any, agent_cfg: AgentConfig):
+    def __init__(self, tokenizer: Any, agent_cfg: AgentConfig, flawed: frozenset[str] = frozenset()):
         self.tokenizer = tokenizer
         self.agent_cfg = agent_cfg
+        self.flawed = flawed
 
     def policy_for(self, task: Task, sample_idx: int) -> Any:
         from swe_rl.policy.scripted import ReplayPolicy
 
-        return ReplayPolicy(self.tokenizer, expert_replies(task, self.agent_cfg))
+        replies = expert_replies(task, self.agent_cfg, flawed=task.instance_id in self.flawed)
+        return ReplayPolicy(self.tokenizer, replies)
 
     def set_state(self, state_dict: Any) -> None:
         raise TypeError("the expert has no weights")
 
 
 async def expert_trajectories(
-    tasks: list[Task], tokenizer: Any, agent_cfg: AgentConfig, slots: Any
+    tasks: list[Task], tokenizer: Any, agent_cfg: AgentConfig, slots: Any, flawed: frozenset[str] = frozenset()
 ) -> list[Trajectory]:
-    """One graded expert episode per task through rollout_one (real tools in the slots, real tests)."""
+    """One graded expert episode per task through rollout_one (real tools in the slots, real tests); tasks whose
+    id is in `flawed` are played by the flawed expert."""
     from swe_rl.rollout.episode import EpisodeContext
     from swe_rl.train.env import CachedGrader
 
-    ctx = EpisodeContext(policy=ExpertProvider(tokenizer, agent_cfg), sandbox_factory=slots.lease,
+    ctx = EpisodeContext(policy=ExpertProvider(tokenizer, agent_cfg, flawed), sandbox_factory=slots.lease,
                          agent_cfg=agent_cfg, reward_fn=CachedGrader(slots))  # fmt: skip
     return list(await asyncio.gather(*(ctx.run(t, 0) for t in tasks)))
 

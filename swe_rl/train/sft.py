@@ -15,7 +15,7 @@ import math
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -32,6 +32,9 @@ class SFTConfig(StrictModel):
     n_funcs: int = 3  # functions per generated module
     data_seed: int = 0  # generator seed (the RL run must use the same one so held-out stays held out)
     transcripts: str = ""  # JSONL cache of expert transcripts; "" = <run>/expert.jsonl
+    # fraction of the tasks demonstrated by the flawed expert (right edit, off-by-one constant, tests fail) instead
+    # of the expert: SFT data mixed like unfiltered agent trajectories, so RL has a decision to learn from tests
+    flawed_fraction: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
     slots: int = 12  # sandboxes used to play the expert episodes
     sandbox: dict[str, Any] = Field(
         default_factory=lambda: {"backend": "docker", "image": "swe-rl/base:bookworm"}
@@ -72,19 +75,28 @@ def prompts_dir() -> str:
     return str(Path(__file__).parent / "prompts")
 
 
+def flawed_task_ids(task_ids: list[str], fraction: float, seed: int) -> frozenset[str]:
+    """The round(fraction * n) task ids demonstrated by the flawed expert (deterministic in seed)."""
+    k = round(fraction * len(task_ids))
+    return frozenset(random.Random(f"flawed|{seed}").sample(sorted(task_ids), k))
+
+
 def load_or_make_transcripts(cfg: SFTConfig, path: Path) -> list[dict[str, Any]]:
-    """Expert transcripts from the cache, or played now through the real tools (and cached)."""
+    """Demonstrations from the cache, or played now through the real tools (and cached): the expert's verified
+    solutions (reward 1), and for the `flawed_fraction` of tasks the flawed expert's verified failures (reward 0,
+    marked "flawed": true in the cache)."""
     from swe_rl.policy.tiny import build_tokenizer
     from swe_rl.tasks.generator import generate_tasks
     from swe_rl.train.env import SandboxSlots, demo_agent_config
     from swe_rl.train.expert import expert_trajectories, transcript
 
     tasks = generate_tasks(cfg.n_tasks, "train", cfg.data_seed, cfg.n_funcs)
+    flawed = flawed_task_ids([t.instance_id for t in tasks], cfg.flawed_fraction, cfg.data_seed)
     have: list[dict[str, Any]] = []
     if path.is_file():
         have = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-    done = {t["task_id"] for t in have}
-    todo = [t for t in tasks if t.instance_id not in done]
+    done = {(t["task_id"], bool(t.get("flawed"))) for t in have}
+    todo = [t for t in tasks if (t.instance_id, t.instance_id in flawed) not in done]
     if todo:
         # A provisional tokenizer: transcripts are text, re-encoded later with the trained tokenizer.
         agent_cfg = demo_agent_config(prompts_dir(), max_new_tokens=512)
@@ -93,19 +105,23 @@ def load_or_make_transcripts(cfg: SFTConfig, path: Path) -> list[dict[str, Any]]
         async def play() -> None:
             try:
                 for i in range(0, len(todo), 64):
-                    trajs = await expert_trajectories(todo[i : i + 64], build_tokenizer(), agent_cfg, slots)
+                    chunk = todo[i : i + 64]
+                    trajs = await expert_trajectories(chunk, build_tokenizer(), agent_cfg, slots, flawed)
                     with path.open("a") as f:
                         for t in trajs:
-                            if t.reward == 1.0:  # keep only verified solutions
-                                f.write(json.dumps(transcript(t)) + "\n")
-                                have.append(transcript(t))
+                            is_flawed = t.task_id in flawed
+                            # keep verified demonstrations only: solutions pass, flawed attempts fail the tests
+                            if t.reward == (0.0 if is_flawed else 1.0):
+                                tr = transcript(t) | ({"flawed": True} if is_flawed else {})
+                                f.write(json.dumps(tr) + "\n")
+                                have.append(tr)
                     print(f"expert episodes: {min(i + 64, len(todo))}/{len(todo)}", flush=True)
             finally:
                 await slots.aclose()
 
         asyncio.run(play())
-    keep = {t.instance_id for t in tasks}
-    return [t for t in have if t["task_id"] in keep]
+    keep = {(t.instance_id, t.instance_id in flawed) for t in tasks}
+    return [t for t in have if (t["task_id"], bool(t.get("flawed"))) in keep]
 
 
 def run_sft(cfg: SFTConfig) -> Path:
@@ -137,7 +153,9 @@ def run_sft(cfg: SFTConfig) -> Path:
     agent_cfg = demo_agent_config(prompts_dir())
     data = [encode_transcript(t, tok, agent_cfg) for t in trs]
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"sft: {len(data)} expert episodes, mean {sum(len(d[0]) for d in data) / len(data):.0f} tokens, "
+    n_flawed = sum(bool(t.get("flawed")) for t in trs)
+    mean_len = sum(len(d[0]) for d in data) / len(data)
+    print(f"sft: {len(data)} demonstrations ({n_flawed} by the flawed expert), mean {mean_len:.0f} tokens, "
           f"model {n_params / 1e6:.2f}M params", flush=True)  # fmt: skip
     train_sft(model, tok, data, cfg, run)
     out = run.checkpoints / "sft"

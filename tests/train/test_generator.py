@@ -69,6 +69,23 @@ def test_gold_patch_fixes_and_base_fails(tmp_path, index):
     assert all(f"PASSED {t}" in after for t in task.FAIL_TO_PASS + task.PASS_TO_PASS)
 
 
+def test_flawed_fix_fails_the_tests_in_every_family(tmp_path):
+    """The flawed expert's fix (off-by-one constant) is the expert's edit with one token changed, and it fails."""
+    tasks = generate_tasks(60, "train", seed=2)
+    by_family = {t.metadata["family"]: t for t in tasks}
+    assert set(by_family) == set(FAMILIES)
+    for fam, task in by_family.items():
+        ex = task.metadata["expert"]
+        assert ex["flawed_new"] != ex["new"] and len(ex["flawed_new"]) == len(ex["new"])
+        flawed_patch = task.patch.replace(f"+    return {ex['new']}", f"+    return {ex['flawed_new']}")
+        assert flawed_patch != task.patch
+        (tmp_path / fam).mkdir()
+        out = _run_tests(tmp_path / fam, task, flawed_patch)
+        assert f"FAILED {task.FAIL_TO_PASS[0]}" in out, (fam, ex, out)
+    acts = expert_actions(task, flawed=True)
+    assert acts[1][1]["new_str"] == task.metadata["expert"]["flawed_new"]
+
+
 def test_expert_actions_shape():
     t = generate_tasks(1, "train", seed=0)[0]
     acts = expert_actions(t)

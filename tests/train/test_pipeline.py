@@ -22,6 +22,10 @@ def test_expert_episodes_resolve_and_reencode(tiny_tokenizer):
         slots = SandboxSlots(2)
         try:
             trajs = await expert_trajectories(tasks, tiny_tokenizer, cfg, slots)
+            # the flawed expert's episode for task 0 goes through the same tools and fails the real tests
+            (flawed,) = await expert_trajectories(tasks[:1], tiny_tokenizer, cfg, slots, frozenset([tasks[0].instance_id]))
+            assert flawed.exit_status == "submitted" and flawed.reward == 0.0, flawed.error
+            assert tasks[0].metadata["expert"]["flawed_new"] in flawed.patch
             grader = CachedGrader(slots)
             empty_fix = await grader(tasks[0], "")  # an empty patch leaves the bug: not resolved
             wrong = tasks[0].patch.replace(tasks[0].metadata["expert"]["new"], "x * 123")
