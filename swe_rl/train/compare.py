@@ -52,6 +52,24 @@ def run_compare(config: list[str], methods: list[str], seeds: list[int], overrid
     return summarize(out_dir, methods, seeds)
 
 
+class Step0Cache:
+    """Every run of a comparison starts from the same checkpoint and evaluates the same held-out episodes with
+    the same seeds, so the step-0 evaluation is computed once and reused (keyed by everything it depends on)."""
+
+    def __init__(self, evaluator: Any, path: Path, key: dict[str, Any]):
+        self.evaluator, self.path, self.key = evaluator, path, key
+
+    def __call__(self, step: int) -> dict[str, float]:
+        if step != 0:
+            return dict(self.evaluator(step))
+        cached = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        if cached.get("key") == self.key:
+            return dict(cached["metrics"])
+        metrics = dict(self.evaluator(0))
+        self.path.write_text(json.dumps({"key": self.key, "metrics": metrics}, indent=1))
+        return metrics
+
+
 def _train_one(cfg: Any) -> None:
     from swe_rl.train.loop import train
     from swe_rl.train.run import build_env, load_policy_model
@@ -60,10 +78,15 @@ def _train_one(cfg: Any) -> None:
     run.save_config(cfg)
     model, tok = load_policy_model(cfg)
     env = build_env(cfg, model, tok)
+    key = {"init": str(Path(cfg.model.init).resolve()), "eval": cfg.eval.model_dump(),
+           "data": cfg.data.model_dump(), "rollout": cfg.rollout.model_dump(), "sandbox": cfg.sandbox}  # fmt: skip
+    evaluate = (
+        Step0Cache(env.evaluator, Path(cfg.out_dir) / "eval_step0.json", key) if env.evaluator else None
+    )
     try:
         print(f"compare: {cfg.name}", flush=True)
         state = train(cfg, run, model, tok, env.rollouter, env.tasks, sample_tasks=env.sample_tasks,
-                      evaluate=env.evaluator, resume=True)  # fmt: skip
+                      evaluate=evaluate, resume=True)  # fmt: skip
         rows = run.read_metrics()
         if env.evaluator is not None and not any(
             r["step"] == state.step and "eval/greedy_success" in r for r in rows

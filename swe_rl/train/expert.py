@@ -47,7 +47,11 @@ class ExpertProvider:
 
 
 async def expert_trajectories(
-    tasks: list[Task], tokenizer: Any, agent_cfg: AgentConfig, slots: Any, flawed: frozenset[str] = frozenset()
+    tasks: list[Task],
+    tokenizer: Any,
+    agent_cfg: AgentConfig,
+    slots: Any,
+    flawed: frozenset[str] = frozenset(),
 ) -> list[Trajectory]:
     """One graded expert episode per task through rollout_one (real tools in the slots, real tests); tasks whose
     id is in `flawed` are played by the flawed expert."""

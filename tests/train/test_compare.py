@@ -34,3 +34,22 @@ def test_summary_gains_and_plots(tmp_path):
     assert summary["a"]["seeds"][0]["mixed_first"] == 0.9
     pngs = {p.name for p in (tmp_path / "plots").glob("*.png")}
     assert {"heldout_success.png", "heldout_success_sampled.png", "entropy.png", "mixed_groups.png"} <= pngs
+
+
+def test_step0_evaluation_is_computed_once_per_key(tmp_path):
+    from swe_rl.train.compare import Step0Cache
+
+    calls = []
+
+    def evaluator(step):
+        calls.append(step)
+        return {"greedy_success": 0.5 + 0.1 * len(calls)}
+
+    path = tmp_path / "eval_step0.json"
+    a = Step0Cache(evaluator, path, {"init": "ck1"})
+    first = a(0)
+    assert Step0Cache(evaluator, path, {"init": "ck1"})(0) == first  # a second run reuses it
+    assert calls == [0]
+    assert a(12) != first and calls == [0, 12]  # later steps are always evaluated
+    assert Step0Cache(evaluator, path, {"init": "ck2"})(0) != first  # another checkpoint: evaluated again
+    assert calls == [0, 12, 0]

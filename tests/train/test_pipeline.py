@@ -23,7 +23,9 @@ def test_expert_episodes_resolve_and_reencode(tiny_tokenizer):
         try:
             trajs = await expert_trajectories(tasks, tiny_tokenizer, cfg, slots)
             # the flawed expert's episode for task 0 goes through the same tools and fails the real tests
-            (flawed,) = await expert_trajectories(tasks[:1], tiny_tokenizer, cfg, slots, frozenset([tasks[0].instance_id]))
+            (flawed,) = await expert_trajectories(
+                tasks[:1], tiny_tokenizer, cfg, slots, frozenset([tasks[0].instance_id])
+            )
             assert flawed.exit_status == "submitted" and flawed.reward == 0.0, flawed.error
             assert tasks[0].metadata["expert"]["flawed_new"] in flawed.patch
             grader = CachedGrader(slots)
@@ -44,3 +46,26 @@ def test_expert_episodes_resolve_and_reencode(tiny_tokenizer):
         assert ids == t.token_ids and mask == t.loss_mask  # SFT data = what the agent loop builds
     assert empty_fix.reward == 0.0 and bad.reward == 0.0
     assert good.reward == 1.0 and good2 is good and grader.hits >= 1
+
+
+@pytest.mark.docker
+def test_sft_demonstrations_mix_verified_expert_and_flawed_episodes(tmp_path):
+    """load_or_make_transcripts plays the expert (kept if resolved) and the flawed expert (kept if it fails) for
+    the configured share of tasks, caches them, and a second call replays nothing."""
+    import json
+
+    from swe_rl.train.sft import SFTConfig, flawed_task_ids, load_or_make_transcripts
+
+    cfg = SFTConfig(n_tasks=4, flawed_fraction=0.5, slots=2, data_seed=3)
+    cache = tmp_path / "expert.jsonl"
+    trs = load_or_make_transcripts(cfg, cache)
+    ids = [t.instance_id for t in generate_tasks(4, "train", 3)]
+    flawed = flawed_task_ids(ids, 0.5, 3)
+    assert len(trs) == 4 and {t["task_id"] for t in trs if t.get("flawed")} == flawed and len(flawed) == 2
+    assert all(t["reward"] == (0.0 if t.get("flawed") else 1.0) for t in trs)
+    lines = cache.read_text().splitlines()
+    assert load_or_make_transcripts(cfg, cache) == trs and cache.read_text().splitlines() == lines
+    # the same cache serves an expert-only run for the tasks it has expert episodes of, and plays the rest
+    pure = load_or_make_transcripts(cfg.model_copy(update={"flawed_fraction": 0.0}), cache)
+    assert len(pure) == 4 and not any(t.get("flawed") for t in pure)
+    assert len(cache.read_text().splitlines()) == 6 and all(json.loads(x) for x in lines)
