@@ -6,6 +6,7 @@ configs/train/<method>.yaml; runs resume, so an interrupted comparison continues
 
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
 from pathlib import Path
@@ -78,7 +79,10 @@ def _train_one(cfg: Any) -> None:
     run.save_config(cfg)
     model, tok = load_policy_model(cfg)
     env = build_env(cfg, model, tok)
-    key = {"init": str(Path(cfg.model.init).resolve()), "eval": cfg.eval.model_dump(),
+    # the checkpoint's weights, not only its path: a checkpoint replaced in place must be evaluated again
+    weights = sorted(Path(cfg.model.init).glob("*.safetensors"))
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in weights)).hexdigest()
+    key = {"init": str(Path(cfg.model.init).resolve()), "weights": digest, "eval": cfg.eval.model_dump(),
            "data": cfg.data.model_dump(), "rollout": cfg.rollout.model_dump(), "sandbox": cfg.sandbox}  # fmt: skip
     evaluate = (
         Step0Cache(env.evaluator, Path(cfg.out_dir) / "eval_step0.json", key) if env.evaluator else None
