@@ -80,6 +80,7 @@ def grading_record(traj: Trajectory, grader: str) -> dict[str, Any]:
         "failure": failure,
         "empty_patch": not traj.patch.strip(),
         "tests": g.get("tests", {}),
+        **({"log_tail": g["log_tail"]} if g.get("log_tail") else {}),
     }
 
 

@@ -101,7 +101,8 @@ async def rollout_one(
 ) -> Trajectory:
     """Run one episode of `task` and grade its patch. Never raises except on cancellation (Ctrl-C, shutdown).
 
-    metrics gets rollout_s and grading_s; `metrics["grading"]` holds the grader's failure label and test report.
+    metrics gets rollout_s and grading_s; `metrics["grading"]` holds the grader's failure label and test report
+    (and, when not resolved, the tail of the test log).
     """
     t0 = time.monotonic()
     run = episode_fn or default_episode_fn()
@@ -133,6 +134,11 @@ async def rollout_one(
     return traj
 
 
+GRADING_LOG_TAIL = (
+    3000  # characters of an unresolved episode's test log kept in metrics["grading"]["log_tail"]
+)
+
+
 async def _grade_into(traj: Trajectory, task: Task, reward_fn: RewardFn) -> None:
     t0 = time.monotonic()
     if not traj.patch.strip():
@@ -152,6 +158,8 @@ async def _grade_into(traj: Trajectory, task: Task, reward_fn: RewardFn) -> None
             return
     traj.reward, traj.resolved = result.reward, bool(result.resolved)
     traj.metrics["grading"] = {"failure": result.failure, "tests": result.tests}
+    if not result.resolved and result.log:  # why it failed, for whoever reads the trajectory or eval record
+        traj.metrics["grading"]["log_tail"] = result.log[-GRADING_LOG_TAIL:]
     traj.metrics["grading_s"] = time.monotonic() - t0
 
 

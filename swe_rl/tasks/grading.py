@@ -6,13 +6,15 @@ resetting the tree between attempts, then the "already applied" reverse check ->
 swebench's `make_test_spec` (it records the test exit code) -> `get_eval_report` on the log, which parses it with
 the instance's `log_parser` and computes the FAIL_TO_PASS / PASS_TO_PASS report and resolved status.
 
-Infrastructure failures (image missing, sandbox failed to start or died, test timeout, environment-tier log
-signatures) give reward None with a `failure` label; a patch that does not apply is the policy's fault: reward 0.
+Infrastructure failures (image missing, sandbox failed to start or died, a grading command that ended without an
+exit status, test timeout, environment-tier log signatures) give reward None with a `failure` label, after one more
+try in a fresh sandbox for the transient ones; a patch that does not apply is the policy's fault: reward 0.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -118,10 +120,27 @@ async def _apply_patch(sb: Sandbox, patch: str) -> tuple[bool, str]:
             await sb.exec("git checkout -- . ; git clean -fd", cwd=WORKDIR, timeout=300)
         res = await sb.exec(f"{cmd} {PATCH_FILE}", cwd=WORKDIR, timeout=300)
         log.append(f"$ {cmd}\n{res.output}")
+        _no_exit_status(res, "\n".join(log))
         if res.exit_code == 0:
             return True, "\n".join(log)
     res = await sb.exec(f"git apply --check --reverse {PATCH_FILE}", cwd=WORKDIR, timeout=300)
+    _no_exit_status(res, "\n".join(log))
     return res.exit_code == 0, "\n".join(log)
+
+
+class _Interrupted(Exception):
+    """A grading command ended without an exit status (its shell died, or the client gave up on it): the
+    sandbox failed, the patch was not judged."""
+
+    def __init__(self, log: str):
+        super().__init__("a grading command ended without an exit status")
+        self.log = log
+
+
+def _no_exit_status(res: Any, log: str) -> None:
+    # Shell commands exit 0..255; sandboxes report -1 when no status came back (shell died, client timeout).
+    if res.exit_code < 0:
+        raise _Interrupted(log)
 
 
 async def _run_eval(sb: Sandbox, task: Task, timeout: float) -> tuple[str, bool]:
@@ -135,6 +154,8 @@ async def _run_eval(sb: Sandbox, task: Task, timeout: float) -> tuple[str, bool]
         log = (await sb.read_file(EVAL_OUTPUT)).decode(errors="replace")
     except FileNotFoundError:  # the redirect never happened: the shell itself failed
         log = res.output
+    if not res.timed_out:  # a cut-short log would read as failing tests: no verdict instead
+        _no_exit_status(res, log + "\n" + res.output)
     return log, res.timed_out
 
 
@@ -161,10 +182,39 @@ async def _image_missing(task: Task) -> bool:
     return not await asyncio.to_thread(image_exists, task.image)
 
 
+# Infrastructure failures worth one more try in a fresh sandbox (a test timeout or a missing image is not).
+TRANSIENT_FAILURES = frozenset({"sandbox_start_failed", "sandbox_died", "sandbox_error", "eval_interrupted"})
+
+
 async def grade(
-    task: Task, patch: str | None, sandbox_factory: SandboxFactory, *, timeout: float = EVAL_TIMEOUT
+    task: Task,
+    patch: str | None,
+    sandbox_factory: SandboxFactory,
+    *,
+    timeout: float = EVAL_TIMEOUT,
+    attempts: int = 2,
 ) -> RewardResult:
-    """Grade `patch` on `task` in a fresh sandbox. reward 1.0 resolved / 0.0 not / None infrastructure failure."""
+    """Grade `patch` on `task` in a fresh sandbox. reward 1.0 resolved / 0.0 not / None infrastructure failure.
+
+    A transient infrastructure failure (TRANSIENT_FAILURES) is graded again in a fresh sandbox, up to `attempts`
+    times in all; the log then starts with what the earlier attempts hit."""
+    if attempts < 1:
+        raise ValueError(f"attempts: expected at least 1, got {attempts}")
+    earlier: list[str] = []
+    while True:
+        result = await _grade_once(task, patch, sandbox_factory, timeout)
+        if result.failure not in TRANSIENT_FAILURES or len(earlier) + 1 >= attempts:
+            break
+        earlier.append(f"[grading attempt {len(earlier) + 1}: {result.failure}]\n{result.log[-2000:]}")
+    if earlier:
+        log = "\n".join(earlier) + f"\n[grading attempt {len(earlier) + 1}]\n" + result.log
+        result = dataclasses.replace(result, log=_cap(log))
+    return result
+
+
+async def _grade_once(
+    task: Task, patch: str | None, sandbox_factory: SandboxFactory, timeout: float
+) -> RewardResult:
     if patch is None:  # swebench: patch_is_None -> not resolved, nothing run
         return RewardResult(0.0, False, {"patch_is_None": True, "resolved": False}, "", None)
     try:
@@ -178,6 +228,8 @@ async def grade(
     except SandboxStartError as e:
         missing = await _image_missing(task)
         return _infra("image_missing" if missing else "sandbox_start_failed", str(e))
+    except _Interrupted as e:
+        return _infra("eval_interrupted", e.log)
     except SandboxDiedError as e:
         return _infra("sandbox_died", str(e))
     except SandboxTimeoutError as e:

@@ -31,6 +31,16 @@ def _episode_files(root: Path) -> list[Path]:
     return sorted((root / "trajectories").glob("run_*/*.json"))
 
 
+def _why_unresolved(root: Path, report: dict) -> str:
+    """The grading records (failure label, test report, log tail) of a run's unresolved instances."""
+    out = []
+    for iid, ok in sorted(report.get("per_instance_resolved", {}).items()):
+        if not ok:
+            rec = root / "grading" / "run_00" / f"{iid}.json"
+            out.append(f"--- {iid}: {rec.read_text()[-6000:] if rec.is_file() else 'no grading record'}")
+    return "\n".join(out)
+
+
 def _wait_gone(list_containers, name: str, timeout: float = 30.0) -> list:
     deadline = time.monotonic() + timeout
     while (left := list_containers(name)) and time.monotonic() < deadline:
@@ -87,7 +97,9 @@ def test_gold_policy_resolves_every_instance_after_sigint_and_resume(eval_gold_a
     assert 2 <= r["n_before"] < n
     assert len(r["rerun"]) == n - r["n_before"]  # only what was missing was run again
     assert report["complete"] and report["episodes"] == n
-    assert report["counts"]["resolved"] == n and report["resolve_rate"] == 1.0
+    assert report["counts"]["resolved"] == n and report["resolve_rate"] == 1.0, _why_unresolved(
+        r["root"], report
+    )
     assert report["runs"][0]["resolved_ids"] == sorted(report["per_instance_resolved"])
     preds = [json.loads(x) for x in (r["root"] / "predictions" / "run_00.jsonl").read_text().splitlines()]
     assert sorted(p["instance_id"] for p in preds) == report["runs"][0]["resolved_ids"]
@@ -123,7 +135,8 @@ def test_killed_actor_gives_the_same_report_without_duplicates(
     lines = (tmp_path / "gold_kill" / "trajectories" / "run_00.jsonl").read_text().splitlines()
     assert len(lines) == len({json.loads(x)["task_id"] for x in lines}) == len(seen)
     same = eval_report_reader(eval_gold_after_sigint["root"] / "report" / "report.json")
-    assert eval_report_reader(tmp_path / "gold_kill" / "report" / "report.json") == same
+    got = eval_report_reader(tmp_path / "gold_kill" / "report" / "report.json")
+    assert got == same, _why_unresolved(tmp_path / "gold_kill", got)
     assert not _wait_gone(eval_containers, "gold_kill")
 
 

@@ -75,11 +75,13 @@ async def test_sandbox_killed_mid_eval_is_an_infra_failure(tasks_micro_images):
                     subprocess.run(["docker", "kill", made[0].id], capture_output=True)
                     return
 
-    result, _ = await asyncio.gather(grade(slow, t.patch, factory, timeout=120), killer())
+    # attempts=1: the label itself (the retry in a fresh sandbox is tested in test_grading.py)
+    result, _ = await asyncio.gather(grade(slow, t.patch, factory, timeout=120, attempts=1), killer())
     assert result.reward is None and result.failure in ("sandbox_died", "sandbox_error"), (
         result.failure,
         result.log,
     )
+    assert len(made) == 1
 
 
 def test_build_images_cli(tasks_micro_images):

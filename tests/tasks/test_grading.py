@@ -106,3 +106,51 @@ async def test_generated_tasks_grade_with_the_same_path():
     gold, empty = await grade(t, t.patch, factory), await grade(t, "", factory)
     assert (gold.reward, empty.reward) == (1.0, 0.0)
     assert empty.tests["tests_status"]["FAIL_TO_PASS"]["failure"] == t.FAIL_TO_PASS
+
+
+# Prepended to the test command: SIGKILL the sandbox's persistent shell (the `bash --noprofile --norc` that runs
+# every exec) while the eval script is running under it, when the sandbox was made with the variable set.
+KILL_SHELL = (
+    'if [ "${SWE_RL_TEST_KILL_SHELL:-}" = 1 ]; then for p in /proc/[0-9]*; do '
+    '[ "$(tr "\\0" " " < "$p/cmdline" 2>/dev/null)" = "bash --noprofile --norc " ] && kill -9 "${p#/proc/}"; '
+    "done; sleep 5; fi; "
+)
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+async def test_a_shell_that_dies_under_the_tests_is_no_verdict_and_is_graded_again(tasks_micro_images):
+    """Before: the cut-short log read as failing tests, a gold patch scored 0. Now: eval_interrupted (reward None),
+    graded once more in a fresh sandbox."""
+    from sandboxes.config import make_sandbox
+
+    t = tasks_micro_images["swe-rl-micro__textkit-5"]
+    dying = t.model_copy(
+        update={"eval_script": t.eval_script.replace("python3 -m pytest", KILL_SHELL + "python3 -m pytest")}
+    )
+    made: list[bool] = []
+
+    def factory_killing(first_n: int):
+        def factory(task):
+            made.append(len(made) < first_n)
+            env = {"SWE_RL_TEST_KILL_SHELL": "1"} if made[-1] else {}
+            return make_sandbox({"backend": "docker", "env": env}, image=task.image, run_id="tasks-ci")
+
+        return factory
+
+    once = await grade(
+        dying, t.patch, factory_killing(1)
+    )  # the first sandbox's shell dies, the second is fine
+    assert (once.reward, once.resolved, once.failure) == (1.0, True, None), once.log[-2000:]
+    assert made == [True, False] and "[grading attempt 1: eval_interrupted]" in once.log
+
+    made.clear()
+    always = await grade(dying, t.patch, factory_killing(9))
+    assert (always.reward, always.resolved, always.failure) == (None, False, "eval_interrupted")
+    assert made == [True, True] and "[grading attempt 2]" in always.log
+
+    made.clear()
+    single = await grade(dying, t.patch, factory_killing(9), attempts=1)
+    assert single.failure == "eval_interrupted" and made == [True]
+    with pytest.raises(ValueError, match="attempts"):
+        await grade(t, t.patch, factory_killing(0), attempts=0)
