@@ -1,7 +1,8 @@
 """Held-out evaluation of the policy on generated tasks, through the same rollout path as training.
 
 `HeldOutEval(rollouter, tasks)` runs every held-out task greedily (and optionally sampled at T=1) and returns
-success rates, per-family rates and exit reasons; the episodes go into the evaluation harness's report
+success rates, per-family rates, exit reasons and, on generated tasks, how the unresolved episodes failed
+(`failure_mode`: the flawed expert's off-by-one constant, another edit, no edit); the episodes go into the evaluation harness's report
 (`write_eval_report`) so the demo's report has the same shape as `swe-rl eval`'s.
 """
 
@@ -52,7 +53,38 @@ def summarize(trajs: list[Trajectory], tasks: list[Task], n: int, prefix: str = 
     out.update(
         {f"{prefix}exit/{k}": v / len(trajs) for k, v in Counter(t.exit_status for t in trajs).items()}
     )
+    by_id = {t.instance_id: t for t in tasks}
+    modes = [failure_mode(t, by_id[t.task_id]) for t in trajs if t.task_id in by_id]
+    if trajs and any("flawed_new" in (t.metadata.get("expert") or {}) for t in tasks):
+        out.update({f"{prefix}fail/{m}": modes.count(m) / len(trajs) for m in FAILURE_MODES})
     return out
+
+
+# How an unresolved episode on a generated task failed (fractions of all episodes in the eval metrics):
+# flawed_constant: exactly the flawed expert's edit (the right line, the constant off by one), the choice RL has to
+#   learn against; other_edit: any other patch (copy errors, wrong line, several edits); no_edit: an empty patch;
+#   infra: no verdict (episode error or grading infrastructure failure).
+FAILURE_MODES = ("flawed_constant", "other_edit", "no_edit", "infra")
+
+
+def failure_mode(traj: Trajectory, task: Task) -> str | None:
+    """None when resolved; one of FAILURE_MODES; "unknown" for tasks without a flawed expert (not generated)."""
+    if traj.resolved:
+        return None
+    ex = task.metadata.get("expert") or {}
+    if "flawed_new" not in ex:
+        return "unknown"
+    if traj.reward is None or traj.exit_status == "error":
+        return "infra"
+    lines = traj.patch.splitlines()
+    added = [x[1:] for x in lines if x.startswith("+") and not x.startswith("+++")]
+    removed = [x[1:] for x in lines if x.startswith("-") and not x.startswith("---")]
+    if not added and not removed:
+        return "no_edit"
+    one_line = len(added) == len(removed) == 1 and ex["old"] in removed[0]
+    if one_line and added[0] == removed[0].replace(ex["old"], ex["flawed_new"]):
+        return "flawed_constant"
+    return "other_edit"
 
 
 def write_eval_report(

@@ -60,3 +60,43 @@ def plot_methods(runs: dict[str, list[list[dict[str, Any]]]], out_dir: Path) -> 
         plt.close(fig)
         written.append(path)
     return written
+
+
+def plot_failure_modes(results: dict[str, dict[str, Any]], path: Path) -> Path:
+    """results: checkpoint name -> held-out eval metrics (HeldOutEval). Stacked bars per checkpoint, one panel per
+    decoding mode: success, then each failure mode (swe_rl.train.evaluate.FAILURE_MODES), as fractions of episodes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from swe_rl.train.evaluate import FAILURE_MODES
+
+    modes = [m for m in ("greedy", "sampled") if any(f"{m}_success" in r for r in results.values())]
+    if not modes:
+        raise ValueError("results: expected held-out eval metrics with greedy_success or sampled_success")
+    names = list(results)
+    parts = [
+        ("success", "tab:green"),
+        *zip(FAILURE_MODES, ("tab:red", "tab:orange", "tab:gray", "black"), strict=True),
+    ]
+    fig, axes = plt.subplots(
+        1, len(modes), figsize=(1.0 + 0.55 * len(names) * len(modes), 3.8), squeeze=False
+    )
+    for ax, mode in zip(axes[0], modes, strict=True):
+        bottom = [0.0] * len(names)
+        for part, color in parts:
+            key = f"{mode}_success" if part == "success" else f"{mode}_fail/{part}"
+            vals = [float(results[n].get(key, 0.0)) for n in names]
+            ax.bar(names, vals, bottom=bottom, color=color, label=part.replace("_", " "))
+            bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+        ax.set_title("greedy" if mode == "greedy" else "sampled (T=1)", fontsize=9)
+        ax.set_ylabel("fraction of held-out episodes", fontsize=8)
+        ax.set_ylim(0, 1)
+        ax.tick_params(axis="x", labelrotation=60, labelsize=7)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
