@@ -103,6 +103,22 @@ def _micro_suite(cfg: DemoConfig, run: RunDir, root: RunDir) -> dict[str, Any] |
         return {"error": f"{type(e).__name__}: {e}"}
 
 
+def _failure_rows(rows: list[dict[str, Any]]) -> list[str]:
+    """Report table rows: how the unresolved held-out episodes failed, at the first and the last evaluation."""
+    from swe_rl.train.evaluate import FAILURE_MODES
+    from swe_rl.train.plots import series
+
+    out = []
+    for mode in ("greedy", "sampled"):
+        for fm in FAILURE_MODES:
+            _, v = series(rows, f"eval/{mode}_fail/{fm}")
+            if v and (v[0] or v[-1]):
+                out.append(
+                    f"| held-out failed by {fm.replace('_', ' ')}, {mode} | {v[0]:.1%} | {v[-1]:.1%} |"
+                )
+    return out
+
+
 def _write_report(root: RunDir, rows: list[dict[str, Any]], micro: dict[str, Any] | None, held_md: Path,
                   t_sft: float, t_rl: float, t_all: float) -> Path:  # fmt: skip
     from swe_rl.train.plots import plot_methods, series
@@ -120,6 +136,7 @@ def _write_report(root: RunDir, rows: list[dict[str, Any]], micro: dict[str, Any
         f"| train reward (first / last step) | {train_rows[0]['reward_mean']:.1%} | "
         f"{train_rows[-1]['reward_mean']:.1%} |" if train_rows else None,
         f"| mixed groups (first / last step) | {mixed[0]:.0%} | {mixed[-1]:.0%} |" if mixed else None,
+        *_failure_rows(rows),
         "", f"Steps with held-out evaluation: {steps}", "",
         f"Time: SFT/load {t_sft / 60:.1f} min, RL + evaluation {t_rl / 60:.1f} min, total {t_all / 60:.1f} min.",
         "", f"Held-out episodes report (evaluation harness format): {held_md.relative_to(root.report)}",
@@ -128,6 +145,14 @@ def _write_report(root: RunDir, rows: list[dict[str, Any]], micro: dict[str, Any
         lines += ["", "## Hand-written micro suite (evaluation harness)", "", "```",
                   json.dumps({k: micro.get(k) for k in ("resolve_rate", "n_instances", "episodes", "counts", "error")
                               if k in micro}, indent=1, default=str)[:2000], "```"]  # fmt: skip
+    evals = [r for r in rows if "eval/greedy_success" in r]
+    if len(evals) >= 2 and any("_fail/" in k for k in evals[0]):
+        from swe_rl.train.plots import plot_failure_modes
+
+        first, last = ({k.removeprefix("eval/"): v for k, v in r.items()} for r in (evals[0], evals[-1]))
+        pngs.append(
+            plot_failure_modes({"before RL": first, "after RL": last}, root.report / "failure_modes.png")
+        )
     lines += ["", "## Curves", ""] + [f"![{p.stem}]({p.name})" for p in pngs]
     out = root.report / "report.md"
     out.write_text("\n".join(x for x in lines if x is not None) + "\n")

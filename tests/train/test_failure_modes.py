@@ -85,3 +85,24 @@ def test_failure_mode_plot(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     with pytest.raises(ValueError, match="greedy_success"):
         plot_failure_modes({"x": {"loss": 1.0}}, tmp_path / "none.png")
+
+
+def test_demo_report_shows_failure_modes_before_and_after(tmp_path):
+    from swe_rl.runs import RunDir
+    from swe_rl.train.demo import _write_report
+
+    (t,) = generate_tasks(1, "held_out", seed=8)
+    ex = t.metadata["expert"]
+    flawed = _traj(t, _patch(tmp_path, t, ex["old"], ex["flawed_new"]), 0.0)
+    solved = _traj(t, _patch(tmp_path, t, ex["old"], ex["new"]), 1.0)
+    rows = [
+        {"step": s, **{f"eval/{k}": v for k, v in summarize([tr], [t], 1, prefix="greedy_").items()}}
+        for s, tr in ((0, flawed), (4, solved))
+    ]
+    root = RunDir.create(tmp_path / "runs", "demo")
+    held = root.report / "heldout" / "report.md"
+    md = _write_report(root, rows, None, held, 1.0, 2.0, 3.0).read_text()
+    assert "| held-out success, greedy | 0.0% | 100.0% |" in md
+    assert "| held-out failed by flawed constant, greedy | 100.0% | 0.0% |" in md
+    assert "other edit" not in md  # modes that never happened are left out
+    assert "![failure_modes](failure_modes.png)" in md and (root.report / "failure_modes.png").is_file()
