@@ -40,7 +40,14 @@ def main(argv: list[str]) -> int:
     except (ConfigError, FileNotFoundError) as e:
         print(f"{config}: {e}", file=sys.stderr)
         return 2
-    results = json.loads(out.read_text()) if out.is_file() else {}
+    try:
+        results = json.loads(out.read_text()) if out.is_file() else {}
+    except json.JSONDecodeError as e:
+        print(f"{out}: expected the JSON object an earlier run wrote ({e})", file=sys.stderr)
+        return 2
+    if not isinstance(results, dict):
+        print(f"{out}: expected a JSON object of name -> metrics", file=sys.stderr)
+        return 2
     for name, d in ckpts.items():
         if name in results:
             print(f"{name}: already in {out}, skipped")

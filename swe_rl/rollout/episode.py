@@ -134,9 +134,8 @@ async def rollout_one(
     return traj
 
 
-GRADING_LOG_TAIL = (
-    3000  # characters of an unresolved episode's test log kept in metrics["grading"]["log_tail"]
-)
+# characters of an unresolved episode's test log kept in metrics["grading"]["log_tail"]
+GRADING_LOG_TAIL = 3000
 
 
 async def _grade_into(traj: Trajectory, task: Task, reward_fn: RewardFn) -> None:

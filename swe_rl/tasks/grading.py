@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes.base import (
+    ExecResult,
     Sandbox,
     SandboxDiedError,
     SandboxError,
@@ -137,7 +138,7 @@ class _Interrupted(Exception):
         self.log = log
 
 
-def _no_exit_status(res: Any, log: str) -> None:
+def _no_exit_status(res: ExecResult, log: str) -> None:
     # Shell commands exit 0..255; sandboxes report -1 when no status came back (shell died, client timeout).
     if res.exit_code < 0:
         raise _Interrupted(log)

@@ -2,8 +2,8 @@
 
 `HeldOutEval(rollouter, tasks)` runs every held-out task greedily (and optionally sampled at T=1) and returns
 success rates, per-family rates, exit reasons and, on generated tasks, how the unresolved episodes failed
-(`failure_mode`: the flawed expert's off-by-one constant, another edit, no edit); the episodes go into the evaluation harness's report
-(`write_eval_report`) so the demo's report has the same shape as `swe-rl eval`'s.
+(`failure_mode`: the flawed expert's off-by-one constant, another edit, no edit); the episodes go into the
+evaluation harness's report (`write_eval_report`) so the demo's report has the same shape as `swe-rl eval`'s.
 """
 
 from __future__ import annotations

@@ -26,6 +26,10 @@ def test_bad_input_gets_one_clear_error(tmp_path):
     bad.write_text("stepz: 1\n")
     wrong = _run(str(bad), str(tmp_path / "o.json"), f"a={CKPT}")
     assert wrong.returncode == 2 and "stepz" in wrong.stderr
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    corrupt = _run(str(cfg), str(broken), f"a={CKPT}")
+    assert corrupt.returncode == 2 and "broken.json" in corrupt.stderr and "JSON" in corrupt.stderr
     toy = tmp_path / "toy.yaml"
     toy.write_text("data:\n  source: toy\n")
     no_eval = _run(str(toy), str(tmp_path / "o.json"), f"a={CKPT}")
