@@ -2,7 +2,8 @@
 
 The dataset is written as a local JSONL (swebench's `load_swebench_dataset` reads it), so the harness does not
 rebuild images (it only builds from a task repo) and uses the ones already present; it runs in a subprocess
-with its own working directory because it writes logs/ relative to the cwd.
+with its own working directory because it writes logs/ relative to the cwd. Every path handed to it is absolute
+(`workdir` is resolved first): a relative one would be read against that working directory, not ours.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def run_official(
     timeout: int = 1800,
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """(run summary, {instance_id: per-instance report or {} when the harness wrote none})."""
-    work = Path(workdir)
+    work = Path(workdir).resolve()  # the subprocess runs in `work`: relative paths would point inside it
     work.mkdir(parents=True, exist_ok=True)
     dataset = work / "dataset.jsonl"
     dataset.write_text("".join(json.dumps(instance_dict(t)) + "\n" for t in tasks))
