@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from pathlib import Path
 
 import pytest
+import yaml
 
 from swe_rl.config import load_config
 from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
 from swe_rl.train.openrlhf.flags import flag_names, to_argv
 
-RECIPES = [
-    "configs/train/qwen25_coder_7b_grpo_aem.yaml",
-    "configs/train/qwen3_32b_deepswe_grpo_pp_aem.yaml",
-    "configs/train/qwen3_32b_deepswe_grpo_pp.yaml",
-]
+RECIPES = sorted(  # every OpenRLHF recipe (the built-in trainer's YAMLs there have no `cluster` section)
+    str(p) for p in Path("configs/train").glob("*.yaml") if "cluster" in (yaml.safe_load(p.read_text()) or {})
+)
+assert len(RECIPES) >= 5, RECIPES  # 7B and 32B AEM, their async variants, the 32B baseline
 
 
 EM = "trainer/ppo_utils/experience_maker.py"

@@ -10,26 +10,88 @@ from typer.testing import CliRunner
 from swe_rl.cli import app
 from swe_rl.config import ConfigError, load_config
 from swe_rl.tasks.task import Task
-from swe_rl.train.openrlhf import launch, patch
+from swe_rl.train.openrlhf import flags, launch, patch
 from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
 from swe_rl.train.openrlhf.data import task_from_label, write_prompt_dataset
+from swe_rl.train.openrlhf.loggers import MissingKeyError, secret_argv
 
 R7B = "configs/train/qwen25_coder_7b_grpo_aem.yaml"
 R32B = "configs/train/qwen3_32b_deepswe_grpo_pp_aem.yaml"
+R7B_ASYNC = "configs/train/qwen25_coder_7b_grpo_aem_async.yaml"
+R32B_ASYNC = "configs/train/qwen3_32b_deepswe_grpo_pp_aem_async.yaml"
+SECRET = "wandb-test-key-0123456789abcdef"
 
 
-@pytest.mark.parametrize("recipe", [R7B, R32B])
-def test_dry_run_prints_command_runtime_env_and_config(recipe, tmp_path):
+@pytest.mark.parametrize("recipe", [R7B, R32B, R7B_ASYNC, R32B_ASYNC])
+def test_dry_run_prints_command_runtime_env_and_config(recipe, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", SECRET)
     res = CliRunner().invoke(app, ["train-openrlhf", "-c", recipe, "--dry-run", "--runs-dir", str(tmp_path)])
     assert res.exit_code == 0, res.output
     out = res.output
     assert out.startswith("# OpenRLHF 0.11.2 command")
     assert "python -m openrlhf.cli.train_ppo_ray \\\n  --actor.num_nodes" in out
     assert f"--train.agent_func_path {launch.agent_func_path()}" in out
-    assert '"worker_process_setup_hook": "swe_rl.train.openrlhf.patch.install"' in out
-    assert '"RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": "0"' in out  # exact entropy rides on a tensor attribute
+    assert "worker_process_setup_hook" not in out  # our classes are installed in the driver, no hook
     assert "# resolved config" in out and "entropy_source: exact" in out
+    assert '--logger.wandb.key "$WANDB_API_KEY"' in out and SECRET not in out
+    assert "# logger wandb: project swe-rl" in out and "(key from $WANDB_API_KEY: set)" in out
+    assert "# logger tensorboard: runs/" in out
+    assert "# fresh run: no checkpoint at runs/" in out
+    is_async = "async" in recipe
+    assert ("# trainer: PPOTrainerAsync" in out) == is_async
+    assert ("--train.async_enable" in out) == is_async and ("--vllm.enable_sleep" in out) != is_async
     assert not list(tmp_path.iterdir()), "a dry run must not create anything"
+
+
+def test_dry_run_says_which_logger_is_active(monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    cfg = load_config(OpenRLHFTrainConfig, files=[R7B])
+    out = launch.render_dry_run(cfg)
+    assert "(key from $WANDB_API_KEY: NOT SET: the launch refuses to start)" in out
+    off = load_config(
+        OpenRLHFTrainConfig,
+        files=[R7B],
+        overrides=["logging.wandb_project=null", "logging.tensorboard_dir=null"],
+    )
+    out = launch.render_dry_run(off)
+    assert "--logger.wandb.key" not in out and "--logger.tensorboard_dir" not in out
+    assert "# logger metrics go to stdout only" in out
+
+
+def test_wandb_key_reaches_upstream_parser_but_never_its_printout(orl_parse):
+    """The redacted key through OpenRLHF's own parser: equal to the key (upstream's `if args.logger.wandb.key`
+    and wandb.login get it), while printing the namespace (train_ppo_ray's strategy.print(args)) shows
+    `$WANDB_API_KEY`; it pickles unchanged, as Ray ships the args to the trainer actor."""
+    import pickle
+
+    cfg = load_config(OpenRLHFTrainConfig, files=[R7B])
+    argv = secret_argv(flags.to_argv(cfg, launch.agent_func_path()), environ={"WANDB_API_KEY": SECRET})
+    args = orl_parse(argv)
+    assert args.logger.wandb.key == SECRET and args.logger.wandb.project == "swe-rl"
+    assert SECRET not in repr(args) and "'$WANDB_API_KEY'" in repr(args)
+    assert pickle.loads(pickle.dumps(args)).logger.wandb.key == SECRET
+    assert args.logger.tensorboard_dir == f"runs/{cfg.name}/tensorboard"
+    with pytest.raises(MissingKeyError, match="WANDB_API_KEY"):
+        secret_argv(flags.to_argv(cfg, "x.py"), environ={})
+
+
+def test_launch_refuses_wandb_without_key_and_reports_resume(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    data = tmp_path / "rows.jsonl"
+    write_prompt_dataset([Task(instance_id="a__b-1")], data)
+    ckpt = tmp_path / "ckpt"
+    cfg = load_config(
+        OpenRLHFTrainConfig, files=[R7B], overrides=[f"data.prompt_dataset={data}", f"ckpt.path={ckpt}"]
+    )
+    with pytest.raises(MissingKeyError):
+        launch.run_openrlhf(cfg, runs_dir=str(tmp_path / "runs"))
+    assert not (tmp_path / "runs").exists(), "refused before anything was created"
+    assert launch.resume_status(cfg).startswith(f"fresh run: no checkpoint at {ckpt}/_actor")
+    (ckpt / "_actor").mkdir(parents=True)
+    (ckpt / "_actor" / "latest").write_text("global_step20\n")
+    assert launch.resume_status(cfg).startswith(f"resuming from {ckpt}/_actor (global_step20)")
+    res = CliRunner().invoke(app, ["train-openrlhf", "-c", R7B, "-o", f"data.prompt_dataset={data}"])
+    assert res.exit_code == 2 and "WANDB_API_KEY is not" in res.output
 
 
 def test_32b_recipe_is_the_papers_setting():

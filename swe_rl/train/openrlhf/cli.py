@@ -10,13 +10,24 @@ from pathlib import Path
 import typer
 
 
-def run_from_files(config: list[Path], overrides: list[str], dry_run: bool, runs_dir: str = "runs") -> int:
-    """Load the recipe YAMLs + dotted overrides and launch (or print, with dry_run)."""
+def run_from_files(
+    config: list[Path],
+    overrides: list[str],
+    dry_run: bool,
+    runs_dir: str = "runs",
+    preflight: bool = False,
+    disk_gb: float = 200.0,
+) -> int:
+    """Load the recipe YAMLs + dotted overrides and launch (or print, with dry_run; or check, with preflight)."""
     from swe_rl.config import load_config
     from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
     from swe_rl.train.openrlhf.launch import run_openrlhf
 
     cfg = load_config(OpenRLHFTrainConfig, files=list(config), overrides=list(overrides))
+    if preflight:
+        from swe_rl.train.openrlhf.preflight import run_preflight
+
+        return run_preflight(cfg, disk_gb=disk_gb, echo=typer.echo)
     return run_openrlhf(cfg, dry_run, runs_dir=runs_dir, echo=typer.echo)
 
 
@@ -31,13 +42,20 @@ def train_openrlhf_command(
         False, "--dry-run", help="print the OpenRLHF command and config, start nothing"
     ),
     runs_dir: str = typer.Option("runs", help="where runs/<name>/ goes"),
+    preflight: bool = typer.Option(
+        False,
+        "--preflight",
+        help="check actors, logger, images, Docker on every node, disk, versions; exit 1 on any problem",
+    ),
+    disk_gb: float = typer.Option(200.0, help="--preflight: free GiB needed at ckpt.path on every node"),
 ) -> None:
     """Train with OpenRLHF 0.11.2 (Ray + vLLM + DeepSpeed) on a GPU cluster, with our agent, sandboxes and AEM."""
     from swe_rl.config import ConfigError
+    from swe_rl.train.openrlhf.loggers import MissingKeyError
 
     try:
-        code = run_from_files(config, overrides, dry_run, runs_dir)
-    except (ConfigError, FileNotFoundError) as e:
+        code = run_from_files(config, overrides, dry_run, runs_dir, preflight, disk_gb)
+    except (ConfigError, FileNotFoundError, MissingKeyError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
     raise typer.Exit(code)

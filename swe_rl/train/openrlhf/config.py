@@ -51,6 +51,34 @@ class RolloutConfig(StrictModel):
     max_tokens_per_gpu: int | None = None  # dynamic batching tokens per GPU (None = fixed micro-batches)
 
 
+class IsCorrectionConfig(StrictModel):
+    """Importance-sampling correction π_train_old / π_rollout per token (OpenRLHF 0.11.2 `is_correction_*`).
+    TIS = level token, mode clip; ICEPOP = level token, mode mask. Off by default (on-policy recipes)."""
+
+    level: Literal["off", "token", "seq"] = "off"  # granularity of the gated statistic; off = no correction
+    mode: Literal["mask", "clip"] = (
+        "mask"  # mask drops out-of-band tokens (ICEPOP), clip clamps the ratio (TIS)
+    )
+    gating: Literal["ratio", "binary_kl", "tv"] = "ratio"  # statistic the gate reads
+    threshold: list[float] = Field(default=[0.5, 5.0], min_length=1, max_length=2)  # LOW HIGH, or HIGH only
+
+    @model_validator(mode="after")
+    def _upstream_rules(self) -> IsCorrectionConfig:
+        # The same rules PolicyLoss enforces in every actor at start-up (models/loss.py), checked before GPUs start.
+        if self.mode == "clip" and (self.level == "seq" or self.gating != "ratio"):
+            raise ValueError("mode clip (TIS) needs level token and gating ratio")
+        if (
+            self.gating != "ratio"
+            and self.level != "off"
+            and len(self.threshold) == 2
+            and self.threshold[0] > 0
+        ):
+            raise ValueError(f"gating {self.gating} takes an upper bound only: threshold [HIGH]")
+        if len(self.threshold) == 2 and not self.threshold[0] < self.threshold[1]:
+            raise ValueError(f"threshold: LOW must be below HIGH, got {self.threshold}")
+        return self
+
+
 class OptimConfig(StrictModel):
     estimator: Literal["group_norm", "dr_grpo", "rloo", "reinforce_baseline"] = "group_norm"  # base advantage
     lr: float = Field(default=1e-6, gt=0)  # actor learning rate (--actor.adam.lr)
@@ -70,6 +98,9 @@ class OptimConfig(StrictModel):
         default=1, ge=1
     )  # passes over the prompt dataset (steps = rows*n*episodes/batch)
     max_norm: float = Field(default=1.0, gt=0)  # gradient clipping
+    is_correction: IsCorrectionConfig = (
+        IsCorrectionConfig()
+    )  # rollout/train mismatch and staleness correction
 
 
 class AemConfig(StrictModel):
@@ -128,7 +159,7 @@ class AgentConfig(StrictModel):
 
 
 class DataConfig(StrictModel):
-    prompt_dataset: str  # JSONL made by `swe-rl train-openrlhf-data` (columns: prompt, label = Task JSON)
+    prompt_dataset: str  # JSONL made by `swe-rl openrlhf-data` (columns: prompt, label = Task JSON)
     eval_dataset: str | None = None  # same format, evaluated every `eval_steps`
     max_samples: int | None = None  # cap on rows read from prompt_dataset
 
@@ -142,10 +173,20 @@ class CheckpointConfig(StrictModel):
 
 
 class LoggingConfig(StrictModel):
-    wandb_project: str | None = None  # wandb project (key from WANDB_API_KEY); None = no wandb
-    wandb_run_name: str | None = None  # defaults to the run name
-    tensorboard_dir: str | None = None  # TensorBoard directory
+    wandb_project: str | None = None  # wandb project (key from WANDB_API_KEY, never printed); None = no wandb
+    wandb_run_name: str | None = None  # defaults to the run name (also the TensorBoard subdirectory)
+    tensorboard_dir: str | None = None  # OpenRLHF's TensorBoard directory (events under <dir>/<run name>)
     logging_steps: int = Field(default=1, ge=1)  # log every n steps
+
+
+class AsyncTrainConfig(StrictModel):
+    enabled: bool = (
+        False  # PPOTrainerAsync: rollouts of step k+1 overlap training of step k (--train.async_enable)
+    )
+    queue_size: int = Field(
+        default=1, ge=1
+    )  # rollout batches buffered ahead of the trainer (staleness bound)
+    partial_rollout: bool = False  # weight sync pauses vLLM mid-episode: one episode may span two policies
 
 
 class OpenRLHFTrainConfig(StrictModel):
@@ -160,11 +201,19 @@ class OpenRLHFTrainConfig(StrictModel):
     data: DataConfig  # datasets
     ckpt: CheckpointConfig = CheckpointConfig()  # checkpoints
     logging: LoggingConfig = LoggingConfig()  # loggers
+    async_train: AsyncTrainConfig = AsyncTrainConfig()  # PPOTrainerAsync (off = the synchronous PPOTrainer)
     extra_flags: list[str] = []  # raw OpenRLHF flags appended last (escape hatch, e.g. ["--ds.zpg", "8"])
 
     @model_validator(mode="after")
     def _placement(self) -> OpenRLHFTrainConfig:
         c = self.cluster
+        if self.async_train.enabled and c.colocate_all:
+            raise ValueError(
+                "async_train.enabled: vLLM engines need GPUs of their own while the actor trains; "
+                "set cluster.colocate_all: false (GPUs = nodes*gpus_per_node + vllm_engines*vllm_tp)"
+            )
+        if self.async_train.partial_rollout and not self.async_train.enabled:
+            raise ValueError("async_train.partial_rollout needs async_train.enabled: true")
         if c.colocate_all and c.nodes * c.gpus_per_node != c.vllm_engines * c.vllm_tp:
             raise ValueError(
                 f"cluster: colocate_all needs nodes*gpus_per_node ({c.nodes * c.gpus_per_node}) == "

@@ -82,10 +82,13 @@ def check_docker(images: list[str]) -> list[Check]:
             )
         ]
     out = [Check("docker", True, f"engine {client.version().get('Version', '?')}")]
+    tags = {t for img in client.images.list() for t in img.tags}  # one call, not one per image (thousands)
     missing = []
     for image in images:
+        if image in tags or (":" not in image.rsplit("/", 1)[-1] and f"{image}:latest" in tags):
+            continue
         try:
-            client.images.get(image)
+            client.images.get(image)  # by id or digest
         except Exception:
             missing.append(image)
     if images:

@@ -7,6 +7,7 @@ argparse source by tests/openrlhf/test_contract.py, so a renamed flag fails the 
 from __future__ import annotations
 
 from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
+from swe_rl.train.openrlhf.loggers import KEY_PLACEHOLDER, run_name
 
 ENTRY_MODULE = "openrlhf.cli.train_ppo_ray"
 
@@ -112,11 +113,25 @@ def _ckpt_and_logs(cfg: OpenRLHFTrainConfig, out: list[str]) -> None:
     _switch(out, "--ckpt.save_hf", k.save_hf)
     _switch(out, "--ckpt.load_enable", True)  # resume from ckpt.path when it exists
     _opt(out, "--logger.logging_steps", lg.logging_steps)
+    _opt(out, "--logger.wandb.run_name", run_name(cfg))  # also names the TensorBoard subdirectory
     if lg.wandb_project:
         _opt(out, "--logger.wandb.project", lg.wandb_project)
-        _opt(out, "--logger.wandb.run_name", lg.wandb_run_name or cfg.name)
+        _opt(out, "--logger.wandb.key", KEY_PLACEHOLDER)  # upstream's switch; launch.py swaps in the key
     if lg.tensorboard_dir:
         _opt(out, "--logger.tensorboard_dir", lg.tensorboard_dir)
+
+
+def _async_and_is(cfg: OpenRLHFTrainConfig, out: list[str]) -> None:
+    a, ic = cfg.async_train, cfg.optim.is_correction
+    if a.enabled:
+        _switch(out, "--train.async_enable", True)
+        _opt(out, "--train.async_queue_size", a.queue_size)
+        _switch(out, "--train.partial_rollout_enable", a.partial_rollout)
+    if ic.level != "off":
+        _opt(out, "--algo.advantage.is_correction_level", ic.level)
+        _opt(out, "--algo.advantage.is_correction_mode", ic.mode)
+        _opt(out, "--algo.advantage.is_correction_gating", ic.gating)
+        _opt(out, "--algo.advantage.is_correction_threshold", *ic.threshold)
 
 
 def to_argv(cfg: OpenRLHFTrainConfig, agent_func_path: str) -> list[str]:
@@ -127,6 +142,7 @@ def to_argv(cfg: OpenRLHFTrainConfig, agent_func_path: str) -> list[str]:
     _rollout(cfg, out)
     _algo(cfg, out)
     _ckpt_and_logs(cfg, out)
+    _async_and_is(cfg, out)
     out.extend(cfg.extra_flags)
     return out
 

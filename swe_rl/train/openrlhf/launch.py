@@ -1,8 +1,10 @@
 """`swe-rl train --backend openrlhf`: typed config → `ray.init` with our runtime env → OpenRLHF's CLI in-process.
 
 OpenRLHF's parser lives under `if __name__ == "__main__"` of `openrlhf.cli.train_ppo_ray`, so we run that module
-with runpy after setting sys.argv. It skips its own `ray.init` when Ray is up, so our runtime env wins: the
-`worker_process_setup_hook` installs the AEM seam in every worker, env vars carry the AEM and agent configs.
+with runpy after setting sys.argv. It skips its own `ray.init` when Ray is up, so our runtime env wins (env vars
+carry the AEM and agent configs); `actors.install_swe_rl_classes()` puts our `ray.remote` subclasses in place of
+OpenRLHF's actor and trainer names before its CLI module is run. The wandb key enters only that in-process argv
+(loggers.py); what is printed or saved shows `$WANDB_API_KEY`.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import yaml
 
 from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
 from swe_rl.train.openrlhf.flags import ENTRY_MODULE, to_argv
+from swe_rl.train.openrlhf.loggers import KEY_PLACEHOLDER, logger_summary, secret_argv
 
-SETUP_HOOK = "swe_rl.train.openrlhf.patch.install"
 AGENT_ENV = "SWE_RL_AGENT_CONFIG"
 AEM_ENV = "SWE_RL_AEM_CONFIG"  # same name as patch.ENV_CONFIG (patch.py imports torch-side code lazily)
 
@@ -46,7 +48,7 @@ def build_env_vars(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = No
 
 
 def build_runtime_env(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"worker_process_setup_hook": SETUP_HOOK, "env_vars": build_env_vars(cfg, environ)}
+    return {"env_vars": build_env_vars(cfg, environ)}
 
 
 def build_command(cfg: OpenRLHFTrainConfig) -> list[str]:
@@ -59,8 +61,19 @@ def format_command(cmd: list[str]) -> str:
     for tok in cmd:
         if tok.startswith("--"):
             lines.append([])
-        lines[-1].append(shlex.quote(tok))
+        lines[-1].append(f'"{KEY_PLACEHOLDER}"' if tok == KEY_PLACEHOLDER else shlex.quote(tok))
     return " \\\n  ".join(" ".join(parts) for parts in lines if parts)
+
+
+def resume_status(cfg: OpenRLHFTrainConfig) -> str:
+    """Whether OpenRLHF will resume: it loads `ckpt.path/_actor` when that exists (--ckpt.load_enable is always
+    on), else starts at step 0. DeepSpeed's `latest` file names the saved tag (global_step<N>)."""
+    actor = Path(cfg.ckpt.path) / "_actor"
+    if not actor.is_dir():
+        return f"fresh run: no checkpoint at {actor} (as seen from this node); training starts at step 0"
+    latest = actor / "latest"
+    tag = latest.read_text().strip() if latest.is_file() else "no `latest` tag file"
+    return f"resuming from {actor} ({tag}): OpenRLHF restores weights, optimizer, step and data position"
 
 
 def render_dry_run(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = None) -> str:
@@ -75,6 +88,10 @@ def render_dry_run(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = No
             "",
             f"# ray.init(address={cfg.cluster.ray_address!r}, runtime_env=...)",
             json.dumps(shown, indent=2),
+            "",
+            "# trainer: " + ("PPOTrainerAsync" if cfg.async_train.enabled else "PPOTrainer (synchronous)"),
+            "# " + resume_status(cfg),
+            *(f"# logger {line}" for line in logger_summary(cfg, environ)),
             "",
             "# resolved config",
             yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).rstrip(),
@@ -104,21 +121,23 @@ def run_openrlhf(
         return 0
     if not Path(cfg.data.prompt_dataset).exists() and "://" not in cfg.data.prompt_dataset:
         raise FileNotFoundError(
-            f"data.prompt_dataset: {cfg.data.prompt_dataset} not found (make it with "
-            "`swe-rl train-openrlhf-data`)"
+            f"data.prompt_dataset: {cfg.data.prompt_dataset} not found (make it with `swe-rl openrlhf-data`)"
         )
+    argv = secret_argv(build_command(cfg)[2:])  # drop "python -m"; argv[0] is the module name
     import runpy
 
     import ray
 
-    from swe_rl.train.openrlhf.patch import install
+    from swe_rl.train.openrlhf.actors import install_swe_rl_classes
 
     root = _save_resolved(cfg, runs_dir)
     echo(f"run dir: {root}")
+    echo(resume_status(cfg))
+    for line in logger_summary(cfg):
+        echo(f"logger {line}")
     if not ray.is_initialized():
         ray.init(address=cfg.cluster.ray_address, runtime_env=build_runtime_env(cfg))
-    install(cfg.aem)  # the driver creates the policy actors: patch before Ray exports their class
-    argv = build_command(cfg)[2:]  # drop "python -m"; argv[0] is the module name
+    install_swe_rl_classes()  # our ray.remote subclasses under OpenRLHF's names, before its CLI module runs
     old_argv = sys.argv
     sys.argv = argv
     try:
