@@ -8,6 +8,12 @@ the parent applies them, so `cd` and `export` persist. The parent then prints an
 command cannot see (it lives only in the parent's stdin) and the exit code, so output is delimited reliably even
 without a trailing newline, with binary output, or when the command prints marker-looking text.
 
+Commits are atomic with bash builtins only (no `mv`): the child's state counts only once its `child_ok` flag is
+written after it, and the parent commits into two alternating slots (`state0`/`state1`), each ending in a
+`: sbx-commit N` line; a fresh shell restores the complete slot with the highest N. A shell killed mid-commit (a
+client deadline's session kill can catch the parent after its command died but before it was itself killed)
+so leaves a torn slot that is ignored, never a half-written state that loses exported variables.
+
 Not persisted between commands: unexported shell variables, functions, aliases, shell options.
 """
 
@@ -39,8 +45,15 @@ def init_script(state_dir: str, workdir: str | None, nonce: str) -> bytes:
         "exec 2>&1\n"
         f"mkdir -p {s}\n"
         f"{wd}"
-        f'if [ -f {s}/cwd ]; then cd -- "$(cat {s}/cwd)" 2>/dev/null; fi\n'
-        f"if [ -f {s}/env ]; then . {s}/env 2>/dev/null; fi\n"
+        # the newest complete commit slot (see the module docstring); a torn slot lacks its last line
+        "__sb_g=0; __sb_best=\n"
+        f"for __sb_f in {s}/state0 {s}/state1; do\n"
+        '  [ -s "$__sb_f" ] || continue; mapfile -t __sb_l < "$__sb_f" 2>/dev/null; (( ${#__sb_l[@]} )) || continue\n'
+        "  [[ ${__sb_l[-1]-} =~ ^:\\ sbx-commit\\ ([0-9]+)$ ]] || continue\n"
+        "  (( BASH_REMATCH[1] > __sb_g )) && { __sb_g=${BASH_REMATCH[1]}; __sb_best=$__sb_f; }\n"
+        "done\n"
+        'if [ -n "$__sb_best" ]; then . "$__sb_best" 2>/dev/null; cd -- "$__sb_cwd" 2>/dev/null; fi\n'
+        "unset __sb_f __sb_l __sb_best __sb_cwd\n"
         # the output before the READY marker is the shell's pid = its session id (killed on a client deadline)
         "printf 'pid=%d' $$\n"
         f"printf '{MARK.decode()}{nonce}_%03d' 0\n"
@@ -65,10 +78,10 @@ def command_script(
     env = check_env(env)
     s = shlex.quote(state_dir)
     keep_cwd = cwd is None  # a per-command cwd does not move the shell
-    child = (
-        f"trap '__sb_rc=$?; export -p > {s}/child_env 2>/dev/null; "
-        + (f"pwd > {s}/child_cwd 2>/dev/null; " if keep_cwd else "")
-        + "exit $__sb_rc' EXIT\n"
+    child = (  # child_ok last: a child killed mid-dump (timeout -k) leaves no flag and so commits nothing
+        f"trap '__sb_rc=$?; export -p > {s}/child_env 2>/dev/null && "
+        + (f"pwd > {s}/child_cwd 2>/dev/null && " if keep_cwd else "")
+        + f"echo 1 > {s}/child_ok; exit $__sb_rc' EXIT\n"
         + (f"cd -- {shlex.quote(cwd)} || exit 1\n" if cwd else "")
         + f". {s}/cmd\n"
     )
@@ -76,7 +89,7 @@ def command_script(
         16
     )  # a second nonce: the end marker's nonce is not in the command
     lines = [
-        f": > {s}/child_env; : > {s}/child_cwd",
+        f": > {s}/child_ok; : > {s}/child_cwd",
         f"IFS= read -r -d '' __sb_c <<'{heredoc}'",
         cmd + "\n" + heredoc,  # read -d '' keeps every byte up to the delimiter line (minus our newline)
         f'printf %s "${{__sb_c%?}}" > {s}/cmd; unset __sb_c',
@@ -94,8 +107,8 @@ def command_script(
     if kill_background:  # the command's leftover background processes die with it (setsid ones escape)
         lines.append("kill -9 -- -$! 2>/dev/null")
     lines += [
-        f'if [ -s {s}/child_cwd ]; then IFS= read -r __sb_d < {s}/child_cwd; cd -- "$__sb_d" 2>/dev/null; fi',
-        f"if [ -s {s}/child_env ]; then",
+        f"if [ -s {s}/child_ok ]; then",
+        f'  if [ -s {s}/child_cwd ]; then IFS= read -r __sb_d < {s}/child_cwd; cd -- "$__sb_d" 2>/dev/null; fi',
         # unset every exported variable (builtins only: ${!p@} lists names by prefix), then apply the child's
         "  for __sb_v in ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} "
         "${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} "
@@ -108,8 +121,9 @@ def command_script(
     ]
     if env:
         lines.append(f'unset {names} 2>/dev/null; eval "$__sb_saved"')
-    lines += [
-        f"export -p > {s}/env 2>/dev/null; pwd > {s}/cwd 2>/dev/null",
+    lines += [  # commit into the older slot; its last line marks it complete
+        f"__sb_g=$((__sb_g + 1)); {{ export -p; printf '__sb_cwd=%q\\n' \"$PWD\"; "
+        f'echo ": sbx-commit $__sb_g"; }} > {s}/state$((__sb_g & 1)) 2>/dev/null',
         f"printf '{MARK.decode()}{nonce}_%03d' \"$__sb_rc\"",
         "",
     ]

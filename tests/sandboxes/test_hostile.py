@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from sandboxes import SandboxDiedError, SandboxError, make_sandbox
+from sandboxes.docker_sandbox import STATE_DIR
 
 pytestmark = pytest.mark.docker
 
@@ -81,6 +82,38 @@ async def test_stopped_inside_timeout_falls_back_to_client_deadline(sbx_cfg):
         assert r.timed_out and r.exit_code == -1 and "stopped-timeout" in r.output
         r = await sb.exec("pwd; echo $KEPT; pgrep -c sleep")  # new shell, state restored, runaway gone
         assert r.output == "/tmp\nyes\n1\n", r.output  # the one sleep left is the container's TTL process
+
+
+# The race behind that test's flake: the session kill of a client deadline can catch the parent shell after its
+# command died, in the middle of committing its state (file truncated, not yet written). The next two tests tear
+# a commit the way such a kill does, then kill the parent; the new shell must restore the last complete state.
+_KILL_PARENT = "kill -9 $(ps -o ppid= -p $PPID)"  # $PPID is `timeout`; its parent is the persistent shell
+
+
+async def test_a_parent_commit_torn_by_a_kill_restores_the_previous_state(sbx_cfg):
+    # the newest slot is the one whose last line `: sbx-commit N` has the highest N
+    newest = "for f in state*; do echo $(tail -n1 $f | cut -d' ' -f3) $f; done | sort -n | tail -n1 | cut -d' ' -f2"
+    async with make_sandbox(sbx_cfg()) as sb:
+        await sb.exec("cd /tmp && export KEPT=yes")
+        await sb.exec("export LATER=1")  # the newest commit; the one before it has KEPT but not LATER
+        r = await sb.exec(
+            f"cd {STATE_DIR} && f=$({newest}) && head -c 40 $f > t && cat t > $f; {_KILL_PARENT}"
+        )
+        assert r.exit_code == -1 and "restarted" in r.output, r.output
+        r = await sb.exec("pwd; echo ${KEPT-lost}; echo ${LATER-none}")
+        assert r.output == "/tmp\nyes\nnone\n", r.output
+
+
+async def test_a_child_dump_torn_by_a_kill_commits_nothing(sbx_cfg):
+    async with make_sandbox(sbx_cfg()) as sb:
+        await sb.exec("cd /tmp && export KEPT=yes")
+        # the child dies in the middle of dumping its env (as `timeout -k` can kill its EXIT trap)
+        r = await sb.exec(
+            f"export NEW=1; cd /; trap - EXIT; printf 'declare -x HA' > {STATE_DIR}/child_env; kill -9 $$"
+        )
+        assert r.exit_code == 137, r.output
+        r = await sb.exec("pwd; echo ${KEPT-lost}; echo ${NEW-none}")
+        assert r.output == "/tmp\nyes\nnone\n", r.output
 
 
 async def test_cancelled_exec_leaves_a_usable_shell(sbx_cfg):
