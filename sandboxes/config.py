@@ -49,6 +49,15 @@ class Limits(StrictConfig):
     )
 
 
+class WarmPoolConfig(StrictConfig):
+    """A bounded pool of pre-started, never-used sandboxes per image (sandboxes/pool.py). size 0 = no pool."""
+
+    size: int = Field(default=0, ge=0)  # idle sandboxes kept ready per image (refilled in the background)
+    max_filling: int = Field(default=2, ge=1)  # pool starts in flight per image (the host cap applies)
+    reuse: bool = False  # give a used sandbox back to the pool after restoring and verifying its whole state
+    max_idle: float = Field(default=900.0, gt=0)  # seconds a sandbox may wait idle; its TTL is ttl + max_idle
+
+
 class SandboxBackendConfig(StrictConfig):
     """Fields every backend shares. Subclasses set `backend` to a Literal and implement `build`."""
 
@@ -95,6 +104,12 @@ class DockerSandboxConfig(SandboxBackendConfig):
     io_timeout: float = Field(default=120.0, gt=0)  # seconds for one file transfer or helper exec
     io_max_bytes: int = Field(default=1 << 30, gt=0)  # largest read_file/download accepted, bytes
     labels: dict[str, str] = Field(default_factory=dict)  # extra container labels
+    max_starting: int = Field(default=0, ge=0)  # host-wide cap on sandboxes starting at once; 0 = 2 per core
+    start_gate_dir: str | None = None  # lock dir of that cap (all processes); null = one per engine in /tmp
+    start_budget: float = Field(default=600.0, gt=0)  # s from start() to ready (queue, tries), else error
+    start_attempts: int = Field(default=3, ge=1)  # tries of a transient start failure (engine error, timeout)
+    start_backoff: float = Field(default=1.0, ge=0)  # s before the 2nd try, doubled after each (jittered)
+    warm_pool: WarmPoolConfig = Field(default_factory=lambda: WarmPoolConfig())  # pre-started sandboxes
 
     def build(self, *, image=None, copy_from=None, run_id=None, labels=None) -> Sandbox:
         from sandboxes.docker_sandbox import DockerSandbox

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -17,6 +18,7 @@ from typing import Any
 
 from sandboxes import transfer
 from sandboxes.base import (
+    EngineUnreachableError,
     ExecResult,
     SandboxDiedError,
     SandboxError,
@@ -28,10 +30,13 @@ from sandboxes.engine import SocketTransport, docker_client, open_exec_transport
 from sandboxes.lifecycle import Janitor, default_janitor, owner_labels
 from sandboxes.shell import OutputCap, check_env, one_shot_argv
 from sandboxes.shellbox import ShellSandbox
+from sandboxes.startgate import StartGate, default_gate_dir, default_slots
 
 __all__ = ["STATE_DIR", "DockerSandbox", "docker_client"]  # docker_client re-exported: callers import it here
 
 STATE_DIR = "/dev/shm/.sandboxes"  # survives a read-only root; not under /tmp, which tests may fill
+# Start failures worth another try: the engine was busy, restarting or slow (a missing image is marked permanent).
+_RETRYABLE = (SandboxStartError, EngineUnreachableError)
 # Kill every process of one session with bash builtins only (no fork: works when the pids limit is exhausted).
 _KILL_SESSION = (
     'for _ in 1 2 3; do for d in /proc/[0-9]*; do read -r l < "$d/stat" 2>/dev/null || continue; '
@@ -73,22 +78,66 @@ class DockerSandbox(ShellSandbox):
         self._client = client
         self._janitor = janitor or default_janitor()
         self._expires_at = float("inf")  # unix time the TTL ends (set at create)
+        self.start_wait_s = 0.0  # seconds start() queued for a host-wide start slot
+        self.start_s = 0.0  # seconds start() took in all (queue, tries, backoff)
         self._janitor.install()  # here, not in start(): this may be the main thread, start() may not be
+
+    @property
+    def expires_at(self) -> float:
+        """Unix time at which the container's TTL ends (inf before it is created)."""
+        return self._expires_at
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     async def start(self) -> None:
+        """Create the container and its shell: queued behind the host-wide start cap, transient failures (engine
+        errors, startup timeout) tried again with backoff, all within `start_budget`; else SandboxStartError."""
         if self._started:
             return
         if self._closed:
             raise SandboxError("sandbox was closed; make a new one", sandbox_id=self.id)
+        cfg = self.config
+        t0 = time.monotonic()
+        deadline, delay = t0 + cfg.start_budget, cfg.start_backoff
+        gate = StartGate(
+            cfg.start_gate_dir or default_gate_dir(cfg.docker_host), cfg.max_starting or default_slots()
+        )
+        for attempt in range(1, cfg.start_attempts + 1):
+            try:
+                async with gate.slot(deadline):
+                    self.start_wait_s += gate.waited_s
+                    await self._start_once(min(cfg.startup_timeout, max(deadline - time.monotonic(), 0.01)))
+                break
+            except SandboxError as e:
+                last = attempt == cfg.start_attempts or time.monotonic() + delay >= deadline
+                if last or getattr(e, "permanent", False) or not isinstance(e, _RETRYABLE):
+                    if attempt > 1 and isinstance(e, SandboxStartError):
+                        raise SandboxStartError(
+                            f"start failed {attempt} times in {time.monotonic() - t0:.1f}s",
+                            sandbox_id=self.id,
+                            cause=e,
+                        ) from e
+                    raise
+                await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+                delay *= 2
+                self.name = self.id = f"sbx-{self.run_id}-{secrets.token_hex(5)}"
+                self._closed = False
+        self.start_s = time.monotonic() - t0
+        if self._copy_from is not None:
+            try:
+                await self.upload(str(self._copy_from), self.config.workdir or ".")
+            except BaseException as e:
+                await self.close()
+                if isinstance(e, SandboxError) or not isinstance(e, Exception):
+                    raise
+                raise SandboxStartError("could not copy copy_from in", sandbox_id=self.id, cause=e) from e
+
+    async def _start_once(self, timeout: float) -> None:
         self._janitor.hold(self.name, self.config.docker_host)
         create = asyncio.ensure_future(asyncio.to_thread(self._create_blocking))
         try:
-            await asyncio.wait_for(asyncio.shield(create), self.config.startup_timeout)
+            await asyncio.wait_for(asyncio.shield(create), timeout)
             self._started = True
             await self._start_shell()
-            if self._copy_from is not None:
-                await self.upload(str(self._copy_from), self.config.workdir or ".")
         except BaseException as e:
             # the create may still be running in its thread: wait for it, then remove whatever it made
             with contextlib.suppress(BaseException):
@@ -98,7 +147,7 @@ class DockerSandbox(ShellSandbox):
             if isinstance(e, SandboxError) or not isinstance(e, Exception):
                 raise
             if isinstance(e, asyncio.TimeoutError):
-                msg = f"not ready within startup_timeout={self.config.startup_timeout:g}s"
+                msg = f"not ready within startup_timeout={timeout:g}s"
                 raise SandboxStartError(msg, sandbox_id=self.id, cause=e) from e
             raise SandboxStartError(f"could not start image {self.image}", sandbox_id=self.id, cause=e) from e
 
@@ -113,9 +162,13 @@ class DockerSandbox(ShellSandbox):
         except docker.errors.ImageNotFound:
             from sandboxes.images import ensure_image
 
-            ensure_image(
-                self._client, self.image, pull=self.config.pull, disk_floor_gb=self.config.disk_floor_gb
-            )
+            try:
+                ensure_image(
+                    self._client, self.image, pull=self.config.pull, disk_floor_gb=self.config.disk_floor_gb
+                )
+            except SandboxStartError as e:
+                e.permanent = True  # type: ignore[attr-defined]  # trying again cannot make the image appear
+                raise
             cid = self._create_container(api)
         self.id = cid
         api.start(cid)

@@ -57,7 +57,8 @@ def _spawn_holder(image: str, run_id: str, mode: str = "async") -> subprocess.Po
 
 async def test_sixteen_concurrent_starts_with_short_timeout_leak_nothing(sbx_cfg, sbx_docker_client):
     run_id = f"burst-{os.getpid()}"
-    boxes = [make_sandbox(sbx_cfg(startup_timeout=0.05), run_id=run_id) for _ in range(16)]
+    cfg = sbx_cfg(startup_timeout=0.05, start_attempts=1)
+    boxes = [make_sandbox(cfg, run_id=run_id) for _ in range(16)]
     results = await asyncio.gather(*(b.start() for b in boxes), return_exceptions=True)
     failed = [r for r in results if isinstance(r, BaseException)]
     assert failed and all(isinstance(r, SandboxStartError) for r in failed), failed
@@ -122,7 +123,7 @@ async def test_container_expires_by_itself(sbx_cfg, sbx_docker_client):
 
 
 async def test_start_errors_are_clear(sbx_cfg):
-    sb = make_sandbox(sbx_cfg(docker_host="unix:///nonexistent/docker.sock"))
+    sb = make_sandbox(sbx_cfg(docker_host="unix:///nonexistent/docker.sock", start_backoff=0.05))
     with pytest.raises(EngineUnreachableError, match="nonexistent"):
         await sb.start()
     # a registry on a closed loopback port: missing image, unreachable registry -> one clear error, no pull
