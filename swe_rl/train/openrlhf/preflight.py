@@ -122,7 +122,8 @@ def run_preflight(
         checks.append(Check("logger", True, "; ".join(logger_summary(cfg, environ))))
     started = not ray.is_initialized()
     if started:
-        ray.init(address=cfg.cluster.ray_address, runtime_env=build_runtime_env(cfg, environ))
+        local = {} if cfg.cluster.ray_address else {"include_dashboard": False}  # a throwaway local Ray
+        ray.init(address=cfg.cluster.ray_address, runtime_env=build_runtime_env(cfg, environ), **local)
     try:
         checks.append(gpu_check(cfg, ray.cluster_resources()))
         files = [agent_func_path(), str(Path(cfg.data.prompt_dataset).resolve())]

@@ -1,0 +1,101 @@
+"""`swe-rl train-openrlhf --preflight` / `scripts/cluster/env_check.sh RECIPE`: the cluster's first minute, run here
+for real (a local Ray started by the command, the real Docker engine, the repo-relative paths a user types). On
+this CPU machine the GPU-only checks must fail with their reason and everything else must pass."""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from swe_rl.config import load_config
+from swe_rl.tasks.task import Task
+from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
+from swe_rl.train.openrlhf.data import write_prompt_dataset
+from swe_rl.train.openrlhf.launch import agent_func_path
+from swe_rl.train.openrlhf.preflight import dataset_check, gpu_check, gpus_needed
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "wandb-preflight-key-fedcba9876543210"
+MISSING_IMAGE = "localhost:1/swe-rl-missing:none"
+
+
+@pytest.mark.parametrize(
+    ("recipe", "gpus"),
+    [
+        ("qwen25_coder_7b_grpo_aem.yaml", 8),  # colocated: 8 engines on the actor's 8 GPUs
+        ("qwen25_coder_7b_grpo_aem_async.yaml", 8),  # 4 train + 4 vLLM
+        ("qwen3_32b_deepswe_grpo_pp_aem.yaml", 64),
+        ("qwen3_32b_deepswe_grpo_pp_aem_async.yaml", 64),  # 32 train + 8 engines x TP 4
+    ],
+)
+def test_gpus_needed_match_the_hardware_table(recipe, gpus):
+    cfg = load_config(OpenRLHFTrainConfig, files=[f"configs/train/{recipe}"])
+    assert gpus_needed(cfg) == gpus
+    assert gpu_check(cfg, {"GPU": float(gpus)}).ok and not gpu_check(cfg, {"GPU": gpus - 1.0}).ok
+
+
+def test_dataset_check_names_the_bad_line(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    write_prompt_dataset(
+        [Task(instance_id="a__b-1", image="img:1"), Task(instance_id="a__b-2", image="img:1")], rows
+    )
+    cfg = load_config(
+        OpenRLHFTrainConfig,
+        files=["configs/train/qwen25_coder_7b_grpo_aem.yaml"],
+        overrides=[f"data.prompt_dataset={rows}", "rollout.prompts_per_step=2"],
+    )
+    check, images = dataset_check(cfg)
+    assert check.ok and images == ["img:1"] and check.detail == "2 tasks, 1 sandbox images"
+    rows.write_text(rows.read_text() + json.dumps({"prompt": "x", "label": "x"}) + "\n")
+    check, _ = dataset_check(cfg)
+    assert not check.ok and "line 3" in check.detail and "Task JSON" in check.detail
+
+
+@pytest.mark.ray
+@pytest.mark.docker
+def test_env_check_script_runs_the_preflight_from_the_repo_root(orl_micro_task):
+    """The whole preflight through the shell entry point, relative recipe / dataset / checkpoint paths."""
+    rel = Path("runs") / f"preflight-test-{uuid.uuid4().hex[:8]}"
+    (ROOT / rel).mkdir(parents=True)
+    try:
+        tasks = [orl_micro_task, Task(instance_id="x__y-1", image=MISSING_IMAGE)]
+        write_prompt_dataset(tasks, ROOT / rel / "rows.jsonl")
+        res = subprocess.run(
+            ["bash", "scripts/cluster/env_check.sh", "configs/train/qwen25_coder_7b_grpo_aem.yaml",
+             "-o", f"data.prompt_dataset={rel}/rows.jsonl", "-o", "rollout.prompts_per_step=2",
+             "-o", f"ckpt.path={rel}/ckpt", "--disk-gb", "1"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "SWE_RL_PY": ".venv/bin/python",
+                 "WANDB_API_KEY": SECRET},
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(ROOT / rel)
+    out = res.stdout
+    lines = out.splitlines()
+    assert res.returncode == 1, out + res.stderr
+    assert SECRET not in out + res.stderr
+    host = platform.node()
+    expect_ok = [
+        "OK   dataset: 2 tasks, 2 sandbox images",
+        f"OK   {host}: openrlhf: 0.11.2",
+        f"OK   {host}: file {agent_func_path()}: present",
+        f"OK   {host}: file {ROOT / rel / 'rows.jsonl'}: present",
+        f"OK   {host}: docker: engine",
+        f"OK   {host}: disk {ROOT / rel / 'ckpt'}:",
+    ]
+    expect_fail = [
+        "FAIL cluster gpus: Ray cluster has 0 GPUs, the recipe's placement needs 8",
+        f"FAIL {host}: vllm: not installed",  # the GPU stack is absent here: named, not skipped
+        f"FAIL {host}: images: 1/2 present; missing e.g. ['{MISSING_IMAGE}']",
+        "FAIL logger: wandb is not installed",
+    ]
+    for want in expect_ok + expect_fail:
+        assert any(line.startswith(want) for line in lines), f"no line starting {want!r} in:\n{out}"
+    assert any(line.startswith(("OK   actors", "FAIL actors")) for line in lines), out
+    assert lines[-1].startswith("preflight: ") and "failed" in lines[-1]
