@@ -2,7 +2,7 @@
 
 For each group of spans (default: all valid spans of the n trajectories of one task), with H̄ the span's mean
 token entropy (nats, old policy, rollout temperature):
-    range = max H̄ − min H̄;  if range < min_range (0.1):  α = 1 for the whole group
+    range = max H̄ − min H̄;  if range < min_range (0.1) or range = 0:  α = 1 for the whole group
     else  H̃ = (H̄ − min) / range,  w = exp(−λ·H̃),  α = w / mean_group(w)   (unweighted mean over spans → mean α = 1)
 A_AEM = α · A_base on every token of the span. α is computed once per batch under no_grad (a constant frozen for
 all PPO epochs / mini-batches). Invalid spans (empty, invalid or compact-filtered trajectories) are left out of
@@ -37,7 +37,9 @@ def _alpha(
 ) -> tuple[Tensor, Tensor]:
     """α (S,) float64 and the (G,) bool 'group is modulated' (range ≥ min_range) from group stats of H̄."""
     rng = st.vmax - st.vmin  # (G,) -inf for a group without valid spans
-    active = rng >= min_range
+    active = (rng >= min_range) & (
+        rng > 0
+    )  # a zero-range group has nothing to normalize: α = 1 even at δ = 0
     on = ok & active[st.inverse]  # (S,) spans that get a modulated α
     ht = torch.where(on, (h - st.vmin[st.inverse]) / torch.where(on, rng[st.inverse], 1.0), 0.0)
     w = torch.exp(lam * ht if reverse else -lam * ht)
@@ -86,9 +88,11 @@ def aem_diagnostics(
     span_valid: Tensor | None = None,
     *,
     min_range: float = 0.1,
+    span_length: Tensor | None = None,
 ) -> dict[str, float]:
-    """Logging: α mean/min/max/std over valid spans, fraction of groups under the range rule, Pearson correlation
-    of α with sign(A), mean H̄ of spans with A·(α−1) > 0 vs < 0 (a key is absent when its set is empty)."""
+    """Logging: α mean/min/max/std over valid spans, the token-weighted mean α (with `span_length` (S,)),
+    fraction of groups under the range rule (α = 1), Pearson correlation of α with sign(A), mean H̄ of spans with
+    A·(α−1) > 0 vs < 0 (a key is absent when its set is empty)."""
     ok = _valid_mask(span_entropy, span_valid)
     out: dict[str, float] = {"num_spans": float(ok.sum())}
     if not bool(ok.any()):
@@ -96,8 +100,12 @@ def aem_diagnostics(
     a, h, adv = alpha[ok].double(), span_entropy[ok].double(), span_adv[ok].double()
     out |= {"alpha_mean": a.mean().item(), "alpha_min": a.min().item(), "alpha_max": a.max().item()}
     out["alpha_std"] = a.std(unbiased=False).item()
+    if span_length is not None:  # α seen by the loss: token-mean aggregation weights a span by its length
+        n = span_length[ok].double()
+        out["alpha_token_mean"] = (a * n).sum().div(n.sum().clamp(min=1)).item()
     st = group_stats(h, span_group[ok].to(h.device))
-    out["frac_groups_range_rule"] = ((st.vmax - st.vmin) < min_range).double().mean().item()
+    rng = st.vmax - st.vmin
+    out["frac_groups_range_rule"] = ((rng < min_range) | (rng <= 0)).double().mean().item()
     sgn = torch.sign(adv)
     a_c, s_c = a - a.mean(), sgn - sgn.mean()
     denom = (a_c.square().sum() * s_c.square().sum()).sqrt()

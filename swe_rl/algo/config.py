@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 from swe_rl.config import StrictModel
 
 CompactReason = Literal["max_steps", "context_limit", "timeout", "format_errors"]
+UnsubmittedRule = Literal["zero", "mask", "grade"]
 
 
 class EstimatorConfig(StrictModel):
@@ -21,6 +22,14 @@ class EstimatorConfig(StrictModel):
     std: Literal["unbiased", "population"] = "unbiased"  # grpo σ: N−1 (verl) or N (rLLM)
     eps: float = Field(default=1e-6, gt=0)  # grpo: A = (r − μ)/(σ + eps)
     singleton: Literal["zero", "raw"] = "zero"  # group with ≤ 1 valid member: A = 0, or the raw reward (verl)
+
+
+class RewardSpecConfig(StrictModel):
+    # Episodes that did not end by submitting (format_errors, max_steps, context_limit, timeout): "zero" = reward 0,
+    # trained on; "mask" = reward 0 in the group baseline, no gradient; "grade" = their patch graded as is (legacy).
+    # Infra failures (exit "error", reward None) are always invalid: masked and out of the baseline.
+    unsubmitted: UnsubmittedRule = "zero"
+    submitted: list[str] = ["submitted"]  # exit statuses that count as a submission
 
 
 class CompactFilterConfig(StrictModel):
@@ -35,7 +44,8 @@ class DynamicFilterConfig(StrictModel):
 
 class AEMConfig(StrictModel):
     lam: float = Field(default=1.0, ge=0)  # λ in w = exp(−λ·H̃)
-    min_range: float = Field(default=0.1, ge=0)  # δ (nats): groups with max H̄ − min H̄ < δ get α = 1
+    # δ (nats): groups with max H̄ − min H̄ < δ get α = 1 (δ = 0: only zero-range groups do)
+    min_range: float = Field(default=0.1, ge=0)
     scope: Literal["group", "trajectory", "batch"] = "group"  # spans normalized together (paper ablation)
     reverse: bool = False  # ablation: α grows with entropy, w = exp(+λ·H̃)
 
@@ -68,6 +78,21 @@ class EPOConfig(StrictModel):
         return self
 
 
+class OffPolicyConfig(StrictModel):
+    # Truncated importance sampling on ρ = π_trainer(old) / π_sampler per token (rollout/trainer mismatch):
+    # off; clip = TIS, the per-token loss times clamp(ρ, low, high); mask = tokens with ρ outside [low, high] drop
+    # out, the rest keep weight ρ; seq_mask = the same on each sequence's geometric-mean ρ (whole rows drop out).
+    mode: Literal["off", "clip", "mask", "seq_mask"] = "off"
+    low: float = Field(default=0.5, ge=0)  # lower bound on ρ (0 = upper bound only)
+    high: float = Field(default=5.0, gt=0)  # upper bound on ρ (TIS's C; OpenRLHF default 5)
+
+    @model_validator(mode="after")
+    def _band(self) -> OffPolicyConfig:
+        if self.low > self.high:
+            raise ValueError(f"off_policy: low ({self.low}) must be <= high ({self.high})")
+        return self
+
+
 class LossConfig(StrictModel):
     type: Literal["ppo", "gspo", "gspo_token"] = "ppo"  # per-token PPO-clip, GSPO sequence ratio, GSPO-token
     clip_low: float = Field(default=0.2, ge=0, lt=1)  # ε_low (GSPO paper: 3e-4)
@@ -87,12 +112,16 @@ class LossConfig(StrictModel):
 
 
 class AlgoConfig(StrictModel):
+    reward: RewardSpecConfig = RewardSpecConfig()  # what an episode that did not submit scores
     estimator: EstimatorConfig = EstimatorConfig()  # base advantage
     compact_filtering: CompactFilterConfig = CompactFilterConfig()  # DeepSWE
     dynamic_filtering: DynamicFilterConfig = DynamicFilterConfig()  # DAPO
     modulator: ModulatorConfig = ModulatorConfig()  # none | aem | empg
     epo: EPOConfig = EPOConfig()  # entropy regularizer in the loss
     loss: LossConfig = LossConfig()  # policy loss
+    off_policy: OffPolicyConfig = (
+        OffPolicyConfig()
+    )  # truncated importance sampling on the sampler/trainer ratio
     entropy_chunk_size: int = Field(default=512, ge=1)  # tokens per chunk in token_entropy (memory vs speed)
 
     @model_validator(mode="after")

@@ -139,8 +139,10 @@ def policy_loss(
     agg: str = "token-mean",
     norm_const: float | None = None,
     global_count: float | None = None,
+    token_weight: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
-    """Aggregated policy-gradient loss and metrics (clip fraction, mean ratio, approx KL to the old policy)."""
+    """Aggregated policy-gradient loss and metrics (clip fraction, mean ratio, approx KL to the old policy).
+    `token_weight` (B, T), a constant (e.g. truncated-IS weights), multiplies the token loss before aggregation."""
     if loss_type == "ppo":
         tok, ratio, clipped = ppo_token_loss(
             logp, old_logp, adv, clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip
@@ -155,6 +157,8 @@ def policy_loss(
         )
     else:
         raise ValueError(f"loss type: expected one of {LOSS_TYPES}, got {loss_type!r}")
+    if token_weight is not None:
+        tok = tok * token_weight.detach()
     loss = agg_loss(tok, loss_mask, agg, norm_const=norm_const, global_count=global_count)
     with torch.no_grad():
         m = loss_mask != 0

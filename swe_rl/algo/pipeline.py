@@ -18,10 +18,11 @@ from torch import Tensor
 
 from swe_rl.algo.advantages import ESTIMATORS, compact_filter, dynamic_filter_keep
 from swe_rl.algo.aem import aem_diagnostics, aem_token_advantages, scope_labels
-from swe_rl.algo.config import AlgoConfig
+from swe_rl.algo.config import AlgoConfig, RewardSpecConfig
 from swe_rl.algo.empg import empg_advantages
 from swe_rl.algo.epo import EntropyHistory, epo_regularizer
 from swe_rl.algo.losses import agg_loss, kl_penalty, policy_loss
+from swe_rl.algo.offpolicy import is_weights
 from swe_rl.algo.spans import broadcast, span_index, span_mean
 
 
@@ -30,6 +31,9 @@ class AdvantageResult(NamedTuple):
     loss_mask: Tensor  # (B, T) input dtype; zero rows for compact-filtered and invalid trajectories
     keep: Tensor  # (B,) bool DAPO keep-mask (all True when dynamic filtering is off); drop rows where False
     diagnostics: dict[str, float]  # flat, for metrics.jsonl ("adv/…", "aem/…")
+    span_alpha: Tensor | None = (
+        None  # (S,) AEM's α per span of span_index(loss_mask), row-major; None without AEM
+    )
 
 
 def group_ids_from(keys: Sequence[Hashable]) -> Tensor:
@@ -69,13 +73,14 @@ def compute_advantages(
     _check_inputs(rewards, group_ids, valid, loss_mask, token_entropy)
     valid = valid.to(torch.bool)
     mask = loss_mask * valid.to(loss_mask.dtype)[:, None]  # unscorable rows are masked, never scored 0
-    filtered = torch.zeros_like(valid)
+    rewards, mask, filtered, n_unsub = apply_reward_spec(cfg.reward, rewards, valid, mask, exit_reasons)
     if cfg.compact_filtering.enabled:
         if exit_reasons is None:
             raise ValueError("exit_reasons: required when compact_filtering.enabled is true (one per row)")
-        rewards, valid, mask, filtered = compact_filter(
+        rewards, valid, mask, compacted = compact_filter(
             rewards, valid, mask, exit_reasons, cfg.compact_filtering.reasons
         )
+        filtered = filtered | compacted
     est = cfg.estimator
     adv = ESTIMATORS[est.name](rewards, group_ids, valid, std=est.std, eps=est.eps, singleton=est.singleton)
     adv = adv.to(torch.float32)
@@ -85,18 +90,48 @@ def compute_advantages(
         else torch.ones_like(valid)
     )
     diag = {
+        "adv/unsubmitted_frac": n_unsub,
         "adv/valid_frac": valid.float().mean().item(),
         "adv/compact_filtered_frac": filtered.float().mean().item(),
         "adv/keep_frac": keep.float().mean().item(),
     }
-    token_adv = _modulate(cfg, adv, mask, token_entropy, group_ids, valid & ~filtered & keep, diag)
+    token_adv, span_alpha = _modulate(
+        cfg, adv, mask, token_entropy, group_ids, valid & ~filtered & keep, diag
+    )
     m = mask != 0
     if bool(m.any()):
         diag |= {
             "adv/token_mean": token_adv[m].mean().item(),
             "adv/token_abs_mean": token_adv[m].abs().mean().item(),
         }
-    return AdvantageResult(token_adv, mask, keep, diag)
+    return AdvantageResult(token_adv, mask, keep, diag, span_alpha)
+
+
+def apply_reward_spec(
+    spec: RewardSpecConfig,
+    rewards: Tensor,
+    valid: Tensor,
+    mask: Tensor,
+    exit_reasons: Sequence[str] | None,
+) -> tuple[Tensor, Tensor, Tensor, float]:
+    """The reward of valid episodes that did not submit: 0 ("zero"), 0 with no gradient ("mask": they stay in
+    the baseline, as compact filtering does) or the graded patch ("grade"). Infra failures stay invalid.
+    Returns (rewards, loss mask, filtered (B,) bool, share of valid rows that did not submit)."""
+    filtered = torch.zeros_like(valid)
+    if spec.unsubmitted == "grade":
+        return rewards, mask, filtered, 0.0
+    if exit_reasons is None or len(exit_reasons) != rewards.shape[0]:
+        raise ValueError(
+            f"exit_reasons: one per row is required when reward.unsubmitted is {spec.unsubmitted!r} "
+            f"(got {None if exit_reasons is None else len(exit_reasons)} for {rewards.shape[0]} rows)"
+        )
+    done = set(spec.submitted)
+    unsub = valid & torch.tensor([e not in done for e in exit_reasons], dtype=torch.bool)
+    rewards = torch.where(unsub, torch.zeros_like(rewards), rewards)
+    if spec.unsubmitted == "mask":
+        mask, filtered = mask * (~unsub).to(mask.dtype)[:, None], unsub
+    share = float(unsub.sum()) / max(int(valid.sum()), 1)
+    return rewards, mask, filtered, share
 
 
 def _modulate(
@@ -107,11 +142,11 @@ def _modulate(
     group_ids: Tensor,
     stats_rows: Tensor,
     diag: dict[str, float],
-) -> Tensor:
-    """Row advantages (B,) → token advantages (B, T) through the configured modulator."""
+) -> tuple[Tensor, Tensor | None]:
+    """Row advantages (B,) → token advantages (B, T) through the configured modulator, and AEM's α (S,)."""
     kind = cfg.modulator.kind
     if kind == "none":
-        return adv[:, None] * (mask != 0).to(adv.dtype)
+        return adv[:, None] * (mask != 0).to(adv.dtype), None
     if token_entropy is None:
         raise ValueError(
             f"token_entropy: required when modulator.kind is {kind!r} (old-policy entropy, (B, T))"
@@ -126,15 +161,17 @@ def _modulate(
             adv, token_entropy, index, labels, span_valid, lam=a.lam, min_range=a.min_range, reverse=a.reverse
         )
         span_adv = index.row_values(adv)
-        d = aem_diagnostics(alpha, h, labels, span_adv, span_valid, min_range=a.min_range)
+        d = aem_diagnostics(
+            alpha, h, labels, span_adv, span_valid, min_range=a.min_range, span_length=index.length
+        )
         diag |= {f"aem/{k}": v for k, v in d.items()}
-        return token_adv
+        return token_adv, alpha
     e = cfg.modulator.empg
     h = span_mean(token_entropy, index)
     span_adv = empg_advantages(
         index.row_values(adv), h, index.traj, index.turn, span_valid, k=e.k, k_next=e.k_next, zeta=e.zeta
     )
-    return broadcast(span_adv, index)
+    return broadcast(span_adv, index), None
 
 
 def compute_policy_loss(
@@ -149,16 +186,27 @@ def compute_policy_loss(
     epo_history: EntropyHistory | None = None,
     step: int = 0,
     global_count: float | None = None,
+    rollout_logp: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Scalar loss for one (micro-)batch = policy loss + kl_coef·KL − entropy_coef·H (+ EPO's −λ(L_H − β·L_smooth)).
 
     All tensors (B, T). token_entropy is the *current* policy's entropy with gradient (needed when
-    entropy_coef > 0 or EPO is on); ref_logp is needed when kl_coef > 0; epo_history when EPO is on."""
-    lc = cfg.loss
+    entropy_coef > 0 or EPO is on); ref_logp is needed when kl_coef > 0; epo_history when EPO is on;
+    rollout_logp (the sampler's log-probs) when off_policy.mode is not off."""
+    lc, op = cfg.loss, cfg.off_policy
+    weight, is_metrics = None, {}
+    if op.mode != "off":
+        if rollout_logp is None:
+            raise ValueError(f"rollout_logp: required when off_policy.mode is {op.mode!r}")
+        weight, is_metrics = is_weights(
+            old_logp, rollout_logp, loss_mask, mode=op.mode, low=op.low, high=op.high
+        )
     loss, metrics = policy_loss(
         lc.type, logp, old_logp, token_advantages, loss_mask, clip_low=lc.clip_low, clip_high=lc.clip_high,
         dual_clip=lc.dual_clip, agg=lc.agg, norm_const=lc.norm_const, global_count=global_count,
+        token_weight=weight,
     )  # fmt: skip
+    metrics |= is_metrics
 
     def agg(x: Tensor) -> Tensor:
         return agg_loss(x, loss_mask, lc.agg, norm_const=lc.norm_const, global_count=global_count)

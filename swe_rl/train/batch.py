@@ -101,3 +101,31 @@ def minibatches(n: int, size: int, generator: torch.Generator) -> list[Tensor]:
     """Random partition of range(n) into index tensors of at most `size` rows."""
     perm = torch.randperm(n, generator=generator)
     return [perm[i : i + size] for i in range(0, n, size)]
+
+
+def turn_label(message: dict[str, Any]) -> str:
+    """Turn type of an assistant message: the tool and its command (`file_editor:view`), `submit`, or
+    `format_error` when the reply did not parse."""
+    action = message.get("action")
+    if not isinstance(action, dict):
+        return "format_error" if "parse_error" in message else "none"
+    cmd = (action.get("params") or {}).get("command")
+    return f"{action['name']}:{cmd}" if isinstance(cmd, str) and cmd else str(action["name"])
+
+
+def span_turn_types(trajs: list[Trajectory], loss_mask: Tensor) -> list[str]:
+    """One label per span of `loss_mask` (B, T), row-major, as swe_rl.algo.spans numbers them: the turn type of
+    the assistant message the span belongs to (`turn_label`), or `turn<k>` when a row's messages do not map
+    onto its spans one to one (e.g. the toy environment has no messages)."""
+    out: list[str] = []
+    for row, t in zip(loss_mask.bool().tolist(), trajs, strict=True):
+        runs = [j for j in range(len(row)) if row[j] and (j == 0 or not row[j - 1])]  # span starts
+        turns = [m for m in t.messages if m.get("role") == "assistant" and m.get("span")]
+        owner = []
+        for start in runs:
+            hit = [m for m in turns if m["span"][0] <= start < m["span"][1]]
+            owner.append(turn_label(hit[0]) if len(hit) == 1 else None)
+        if any(o is None for o in owner):
+            owner = [f"turn{k}" for k in range(len(runs))]
+        out.extend(str(o) for o in owner)
+    return out

@@ -32,7 +32,8 @@ class DataConfig(StrictModel):
 class RolloutConfig(StrictModel):
     tasks_per_step: int = 16  # distinct tasks per RL step (families mixed)
     n_samples: int = 8  # rollouts per task (the group size)
-    temperature: float = 1.0  # sampling temperature for training rollouts
+    # sampling temperature of training rollouts; the trainer's log-probs and entropies use the same one
+    temperature: float = Field(default=1.0, gt=0)
     max_new_tokens: int = 48  # per assistant turn
     max_turns: int = 4  # agent turns per episode
     max_len: int = 640  # tokens per trajectory kept for training (longer ones are cut)

@@ -26,11 +26,13 @@ from swe_rl.train.checkpoint import TrainState, latest, load_checkpoint, prune, 
 from swe_rl.train.config import TrainConfig
 from swe_rl.train.objective import (
     advantages,
+    check_rollout_logprobs,
     global_count,
     masked_mean,
     microbatch_loss,
     needs_current_entropy,
     reference_logprobs,
+    update_rows,
 )
 
 
@@ -67,8 +69,10 @@ def train(
     evaluate: Evaluator | None = None,
     resume: bool = False,
     stop_after: int | None = None,
+    on_step: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> TrainState:
-    """Run RL steps until cfg.steps (or `stop_after` steps in this call, for tests). Returns the final state."""
+    """Run RL steps until cfg.steps (or `stop_after` steps in this call, for tests). Returns the final state.
+    `on_step(step, metrics)` runs after each step's metrics are logged (progress bars)."""
     algo = cfg.algo
     opt = torch.optim.AdamW(
         model.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay
@@ -106,13 +110,18 @@ def train(
         valid = torch.tensor([t.reward is not None for t in trajs])
         group_ids = torch.arange(len(batch_tasks)).repeat_interleave(n)
         exits = [t.exit_status or "unknown" for t in trajs]
+        check_rollout_logprobs(algo, trajs)
 
-        # 2. One old-policy forward: old log-probs and token entropy, (B, T), no grad.
+        # 2. One old-policy forward: old log-probs and token entropy, (B, T), no grad, at the rollout
+        # temperature (as every trainer forward below), so π_old is the distribution that sampled the tokens.
         t1 = time.monotonic()
+        temp = cfg.rollout.temperature
         batch = collate(trajs, pad_id, cfg.rollout.max_len)
         with torch.no_grad():
             parts = [
-                token_logprobs_entropy(model, batch.select(idx), chunk=cfg.optim.logit_chunk)
+                token_logprobs_entropy(
+                    model, batch.select(idx), chunk=cfg.optim.logit_chunk, temperature=temp
+                )
                 for idx in torch.arange(batch.size).split(cfg.optim.micro_batch)
             ]
         old_lp = torch.cat([p[0] for p in parts])
@@ -123,15 +132,13 @@ def train(
         lp_gap = float((old_lp - batch.rollout_logprobs)[sampled].abs().mean()) if sampled.any() else 0.0
 
         # 3. Advantages through swe_rl.algo: estimator, compact/dynamic filtering, AEM or EMPG.
-        adv, loss_mask, diag = advantages(algo, rewards, group_ids, valid, batch.loss_mask, old_ent, exits)
+        adv, loss_mask, diag = advantages(
+            algo, rewards, group_ids, valid, batch.loss_mask, old_ent, exits, trajectories=trajs
+        )
 
-        # 4. PPO-clip minibatch updates for E epochs on the rows that carry gradient.
-        # Rows with zero advantage add nothing to the PG term: skip them unless an entropy/KL term needs them.
-        needs_all = needs_current_entropy(algo) or algo.loss.kl_coef > 0
-        active = loss_mask.sum(1) > 0
-        if not needs_all:
-            active &= (adv.abs() * loss_mask).sum(1) > 0
-        rows = active.nonzero().squeeze(1)
+        # 4. PPO-clip minibatch updates for E epochs over all rows: the same number of updates and the same loss
+        # divisor whatever the advantages are (rows without policy tokens are skipped inside a minibatch).
+        rows = update_rows(loss_mask)
         gen = torch.Generator().manual_seed(seed)
         for group in opt.param_groups:  # derived from the step, so a resumed run gets the same schedule
             group["lr"] = lr_at(cfg.optim.lr, cfg.optim.warmup, step)
@@ -142,15 +149,18 @@ def train(
                 mb_rows = rows[mb]
                 opt.zero_grad(set_to_none=True)
                 count = None if algo.epo.enabled else global_count(algo, loss_mask[mb_rows])
-                for micro in mb_rows.split(cfg.optim.micro_batch):
+                live = mb_rows[loss_mask[mb_rows].sum(1) > 0]
+                for micro in live.split(cfg.optim.micro_batch):
                     sub = batch.select(micro)
                     new_lp, new_ent = token_logprobs_entropy(
-                        model, sub, chunk=cfg.optim.logit_chunk, with_entropy=needs_current_entropy(algo)
-                    )
+                        model, sub, chunk=cfg.optim.logit_chunk, with_entropy=needs_current_entropy(algo),
+                        temperature=temp,
+                    )  # fmt: skip
                     loss, info = microbatch_loss(
                         algo, new_lp, old_lp[micro], adv[micro], loss_mask[micro], new_ent,
-                        ref_lp=reference_logprobs(ref_model, sub, cfg.optim.logit_chunk), history=history,
-                        step=step - 1, count=count, fraction=micro.numel() / mb_rows.numel(),
+                        ref_lp=reference_logprobs(ref_model, sub, cfg.optim.logit_chunk, temp), history=history,
+                        step=step - 1, count=count, fraction=micro.numel() / max(live.numel(), 1),
+                        rollout_lp=batch.rollout_logprobs[micro],
                     )  # fmt: skip
                     loss.backward()
                     for k, v in info.items():
@@ -179,7 +189,7 @@ def train(
             time_tools_sum_s=sum(float(t.metrics.get("tools_s", 0.0)) for t in trajs),
             time_train_s=t_train,
             time_step_s=time.monotonic() - t0,
-            active_rows=int(rows.numel()),
+            active_rows=int((loss_mask.sum(1) > 0).sum()),
             rollout_lp_gap=lp_gap,
             lr=lr_at(cfg.optim.lr, cfg.optim.warmup, step),
         )
@@ -189,6 +199,8 @@ def train(
         if evaluate is not None and cfg.eval.every and step % cfg.eval.every == 0:
             metrics.update({f"eval/{k}": v for k, v in evaluate(step).items()})
         run.log_metrics(step, metrics)
+        if on_step is not None:
+            on_step(step, metrics)
         if writer is not None:
             for k, v in metrics.items():
                 if isinstance(v, (int, float)):

@@ -15,9 +15,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from swe_rl.agent.trajectory import Trajectory
 from swe_rl.algo.config import AlgoConfig
 from swe_rl.algo.epo import EntropyHistory
 from swe_rl.algo.pipeline import compute_advantages, compute_policy_loss
+from swe_rl.train.batch import span_turn_types
 
 
 def masked_mean(x: Tensor, mask: Tensor) -> float:
@@ -33,12 +35,28 @@ def advantages(
     loss_mask: Tensor,
     token_entropy: Tensor,
     exit_reasons: Sequence[str],
+    trajectories: Sequence[Trajectory] | None = None,
 ) -> tuple[Tensor, Tensor, dict[str, float]]:
-    """(token advantages (B, T), loss mask (B, T) after filtering and keep-mask, finite scalar diagnostics)."""
+    """(token advantages (B, T), loss mask (B, T) after filtering and keep-mask, finite scalar diagnostics).
+    With the batch's `trajectories`, AEM's mean α by turn type goes into the diagnostics
+    (`aem/alpha_turn/<type>`, types from batch.span_turn_types)."""
     res = compute_advantages(cfg, rewards, group_ids, valid, loss_mask, token_entropy, exit_reasons)
     mask = res.loss_mask.to(torch.float32) * res.keep.to(torch.float32)[:, None]
     diag = {k: float(v) for k, v in res.diagnostics.items() if math.isfinite(float(v))}
+    if res.span_alpha is not None and trajectories is not None:
+        labels = span_turn_types(list(trajectories), res.loss_mask)
+        diag |= alpha_by_turn_type(res.span_alpha, labels)
     return res.token_advantages.to(torch.float32), mask, diag
+
+
+def alpha_by_turn_type(span_alpha: Tensor, labels: list[str]) -> dict[str, float]:
+    """Mean AEM α over the spans of each turn type (`aem/alpha_turn/<type>`); {} when labels do not fit."""
+    if len(labels) != span_alpha.numel():
+        return {}
+    by: dict[str, list[float]] = {}
+    for a, lab in zip(span_alpha.tolist(), labels, strict=True):
+        by.setdefault(lab, []).append(a)
+    return {f"aem/alpha_turn/{k}": sum(v) / len(v) for k, v in sorted(by.items())}
 
 
 def needs_current_entropy(cfg: AlgoConfig) -> bool:
@@ -67,6 +85,7 @@ def microbatch_loss(
     step: int,
     count: float | None,
     fraction: float,
+    rollout_lp: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Loss of one micro-batch, scaled so that summing over the minibatch gives the minibatch loss.
 
@@ -74,19 +93,40 @@ def microbatch_loss(
     weighted by `fraction` = micro rows / minibatch rows."""
     loss, metrics = compute_policy_loss(
         cfg, new_lp, old_lp, adv, mask, ref_logp=ref_lp, token_entropy=new_ent,
-        epo_history=history, step=step, global_count=count,
+        epo_history=history, step=step, global_count=count, rollout_logp=rollout_lp,
     )  # fmt: skip
     if cfg.epo.enabled:
         loss = loss * fraction
     return loss, metrics
 
 
-def reference_logprobs(ref_model: Any, batch: Any, chunk: int) -> Tensor | None:
-    """Log-probs under the frozen reference model (only when loss.kl_coef > 0)."""
+def reference_logprobs(ref_model: Any, batch: Any, chunk: int, temperature: float = 1.0) -> Tensor | None:
+    """Log-probs under the frozen reference model at the rollout temperature (only when loss.kl_coef > 0)."""
     if ref_model is None:
         return None
     from swe_rl.train.batch import token_logprobs_entropy
 
     with torch.no_grad():
-        lp, _ = token_logprobs_entropy(ref_model, batch, chunk=chunk, with_entropy=False)
+        lp, _ = token_logprobs_entropy(
+            ref_model, batch, chunk=chunk, with_entropy=False, temperature=temperature
+        )
     return lp
+
+
+def update_rows(loss_mask: Tensor) -> Tensor:
+    """The rows every PPO epoch partitions into minibatches: all of them, whatever the advantages, so every
+    method gets the same number of optimizer updates per step and the same loss divisor (the minibatch's policy
+    tokens or sequences). Rows with zero advantage add zero to the sum but count in the divisor, as in verl."""
+    return torch.arange(loss_mask.shape[0])
+
+
+def check_rollout_logprobs(cfg: AlgoConfig, trajectories: Sequence[Trajectory]) -> None:
+    """Off-policy correction needs the sampler's log-probs on every policy token (ρ = π_old / π_sampler)."""
+    if cfg.off_policy.mode == "off":
+        return
+    missing = [t for t in trajectories if any(t.loss_mask) and len(t.logprobs) != len(t.token_ids)]
+    if missing:
+        raise ValueError(
+            f"off_policy.mode={cfg.off_policy.mode!r} needs the sampler's log-probs, but {len(missing)} "
+            f"trajectories have none (e.g. {missing[0].task_id}); use a policy backend that returns them"
+        )

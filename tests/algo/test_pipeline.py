@@ -9,6 +9,8 @@ from swe_rl.algo.pipeline import compute_advantages, compute_policy_loss
 from swe_rl.algo.spans import span_index, span_mean
 from swe_rl.config import ConfigError, load_config
 
+SUB = ["submitted"] * 8  # every episode submitted (the reward spec's default needs the exit statuses)
+
 
 def batch(seed=0, b=8, t=40):
     g = torch.Generator().manual_seed(seed)
@@ -40,7 +42,7 @@ def test_config_from_yaml_and_overrides(tmp_path):
 def test_plain_broadcast_and_invalid_rows_masked():
     r, g, v, mask, _ent = batch()
     cfg = AlgoConfig()
-    res = compute_advantages(cfg, r, g, v, mask)
+    res = compute_advantages(cfg, r, g, v, mask, None, SUB)
     assert (res.loss_mask[3] == 0).all() and torch.equal(res.loss_mask[v], mask[v])
     from swe_rl.algo.advantages import grpo
 
@@ -79,7 +81,7 @@ def test_dynamic_filter_and_empg():
     r, g, v, mask, ent = batch()
     r[4:] = 1.0  # group 1 all solved
     cfg = AlgoConfig.model_validate({"modulator": {"kind": "empg"}, "dynamic_filtering": {"enabled": True}})
-    res = compute_advantages(cfg, r, g, v, mask, ent)
+    res = compute_advantages(cfg, r, g, v, mask, ent, SUB)
     assert res.keep.tolist() == [True] * 4 + [False] * 4
     kept = res.token_advantages[:4][res.loss_mask[:4] != 0]
     assert kept.abs().sum() > 0
@@ -90,7 +92,7 @@ def test_policy_loss_with_kl_entropy_and_epo():
     cfg = AlgoConfig.model_validate(
         {"epo": {"enabled": True, "total_steps": 10}, "loss": {"kl_coef": 0.01, "entropy_coef": 0.001}}
     )
-    res = compute_advantages(cfg, r, g, v, mask, ent)
+    res = compute_advantages(cfg, r, g, v, mask, ent, SUB)
     logp = (torch.randn(8, 40) * 0.1 - 1).requires_grad_(True)
     cur_ent = (ent * 1.5).requires_grad_(True)
     hist = EntropyHistory()
@@ -115,8 +117,9 @@ def test_degenerate_batches(kind, shape):
     cfg = AlgoConfig.model_validate({"modulator": {"kind": kind}, "epo": {"enabled": True}})
     ent = torch.rand(shape, requires_grad=True)
     res = compute_advantages(
-        cfg, torch.ones(b), torch.zeros(b, dtype=torch.long), torch.ones(b, dtype=torch.bool), mask, ent
-    )
+        cfg, torch.ones(b), torch.zeros(b, dtype=torch.long), torch.ones(b, dtype=torch.bool), mask, ent,
+        ["submitted"] * b,
+    )  # fmt: skip
     assert res.token_advantages.shape == shape and not res.token_advantages.requires_grad
     logp = torch.randn(shape, requires_grad=True)
     loss, _ = compute_policy_loss(

@@ -1,0 +1,79 @@
+"""Issue 16's trainer fixes on the toy environment: the rollout temperature in every trainer forward, one
+optimizer budget whatever the advantages, AEM diagnostics per step, and the off-policy correction in use."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from swe_rl.train.loop import train
+from swe_rl.train.toy import ToyRollouter, toy_sampler
+
+SMALL = {"rollout.tasks_per_step": 4, "rollout.n_samples": 4}  # 16 episodes: one step takes ~1-2 s
+
+
+def _one_step(setup, name, roll=None, **overrides):
+    cfg, run, model, tok, toy_roll, tasks = setup(name, steps=1, **{**SMALL, **overrides})
+    roll = roll(model, tok) if roll is not None else toy_roll
+    train(cfg, run, model, tok, roll, tasks, sample_tasks=toy_sampler)
+    return run.read_metrics()[-1]
+
+
+def test_trainer_log_probs_use_the_rollout_temperature(train_toy_setup):
+    # Same weights at step 1: the trainer's old log-probs equal the sampler's only at the sampler's temperature.
+    m = _one_step(
+        train_toy_setup, "t05", lambda mod, tok: ToyRollouter(mod, tok, temperature=0.5),
+        **{"rollout.temperature": 0.5},
+    )  # fmt: skip
+    assert m["rollout_lp_gap"] < 1e-4, m["rollout_lp_gap"]
+
+
+class HalfSolvedToy(ToyRollouter):
+    """The toy environment where the first half of the tasks of a step always succeed (all-equal groups, A = 0)."""
+
+    def rollout(self, tasks, n, seed):
+        trajs = super().rollout(tasks, n, seed)
+        for i, t in enumerate(trajs):
+            if i // n < len(tasks) // 2:
+                t.reward, t.resolved = 1.0, True
+        return trajs
+
+
+def test_same_optimizer_budget_whatever_the_advantages(train_toy_setup):
+    # 4 tasks x 4 samples = 16 rows, minibatch 4: 4 updates per epoch for every method. GRPO gives half the rows
+    # A = 0 (all-equal groups); EMPG makes every row non-zero. Both must take the same steps with the same divisor.
+    base = {"optim.minibatch": 4, "optim.micro_batch": 4, "optim.epochs": 2}
+    grpo = _one_step(train_toy_setup, "grpo", HalfSolvedToy, **base)
+    from swe_rl.algo.config import AlgoConfig
+
+    empg = _one_step(
+        train_toy_setup, "empg", HalfSolvedToy,
+        **base, algo=AlgoConfig.model_validate({"modulator": {"kind": "empg"}}),
+    )  # fmt: skip
+    assert grpo["updates"] == empg["updates"] == 8
+    assert grpo["active_rows"] == empg["active_rows"] == 16
+
+
+def test_aem_diagnostics_in_the_step_metrics(train_toy_setup):
+    from swe_rl.algo.config import AlgoConfig
+
+    algo = AlgoConfig.model_validate({"modulator": {"kind": "aem", "aem": {"min_range": 0.0}}})
+    m = _one_step(train_toy_setup, "aem", algo=algo)
+    for key in ("algo/aem/frac_groups_range_rule", "algo/aem/alpha_token_mean", "algo/aem/alpha_turn/turn0",
+                "algo/aem/alpha_turn/turn1"):  # fmt: skip
+        assert key in m and math.isfinite(m[key]), key
+    assert m["algo/aem/frac_groups_range_rule"] < 1.0  # δ = 0 modulates every group with any spread
+
+
+def test_off_policy_correction_acts_on_a_sampler_trainer_mismatch(train_toy_setup):
+    from swe_rl.algo.config import AlgoConfig
+
+    algo = AlgoConfig.model_validate({"off_policy": {"mode": "mask", "low": 0.9, "high": 1.1}})
+    matched = _one_step(train_toy_setup, "is_ok", algo=algo)
+    assert matched["is/changed_frac"] == 0.0 and matched["is/rho_mean"] == pytest.approx(1.0, abs=1e-4)
+    # a sampler at T = 1.6 while the trainer assumes 1.0: many tokens leave the [0.9, 1.1] band and drop out
+    off = _one_step(
+        train_toy_setup, "is_off", lambda mod, tok: ToyRollouter(mod, tok, temperature=1.6), algo=algo
+    )
+    assert off["is/changed_frac"] > 0.05 and off["rollout_lp_gap"] > 0.01
