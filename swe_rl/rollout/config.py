@@ -29,3 +29,9 @@ class PoolConfig(StrictModel):
         4, ge=0
     )  # dead actors replaced before the pool gives up (in-flight re-run anyway)
     progress: bool = True  # rich progress bar on stderr while results stream back
+    warm_sandboxes: int | None = Field(
+        None, ge=0
+    )  # warm pool per worker and image (pre-started sandboxes); None: the sandbox config's warm_pool.size
+    reuse_sandboxes: bool | None = (
+        None  # reuse restored-and-verified sandboxes; None: sandbox.warm_pool.reuse
+    )

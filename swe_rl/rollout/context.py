@@ -12,32 +12,82 @@ from typing import Any
 from pydantic import Field
 
 from swe_rl.agent.config import AgentConfig
-from swe_rl.config import StrictModel
+from swe_rl.config import ConfigError, StrictModel
 from swe_rl.rollout.episode import EpisodeContext, RewardFn, SandboxFactory
 from swe_rl.rollout.policies import PolicySpec, ScriptedPolicySpec
 from swe_rl.tasks.task import Task
 
-
-def task_sandbox_factory(sandbox_cfg: dict[str, Any], run_id: str | None = None) -> SandboxFactory:
-    """Sandbox at the task's image (the config's image when the task names none)."""
-    from sandboxes.config import make_sandbox, parse_sandbox_config
-
-    cfg = parse_sandbox_config(sandbox_cfg)
-
-    def factory(task: Task) -> Any:
-        return make_sandbox(
-            cfg, image=task.image or None, run_id=run_id, labels={"swe-rl.task": task.instance_id}
-        )
-
-    return factory
+# Seconds a sandbox lives beyond its episode's own budget (start, slow engine calls, the grader's apply chain).
+TTL_MARGIN_S = 600.0
 
 
-def grading_reward_fn(sandbox_factory: SandboxFactory) -> RewardFn:
+def episode_ttl(agent: AgentConfig, grade_timeout_s: float, margin_s: float = TTL_MARGIN_S) -> float:
+    """The TTL a sandbox of one episode needs: the agent's wall clock and its setup steps (tool install, base
+    commit, patch), the grader's test run, and a margin. The agent's and the grader's sandboxes both get it."""
+    return agent.max_wall_s + 3 * agent.setup_timeout_s + grade_timeout_s + margin_s
+
+
+def _sized(cfg: Any, ttl: float | None) -> Any:
+    """`cfg` with its Docker TTL set to `ttl` (when the config does not set one); a shorter explicit ttl fails."""
+    from sandboxes.config import DockerSandboxConfig, RaySandboxConfig
+
+    if ttl is None:
+        return cfg
+    if isinstance(cfg, RaySandboxConfig):
+        return cfg.model_copy(update={"inner": _sized(cfg.inner, ttl)})
+    if not isinstance(cfg, DockerSandboxConfig):
+        return cfg
+    if "ttl" in cfg.model_fields_set:
+        if cfg.ttl < ttl:
+            raise ConfigError(
+                f"sandbox.ttl={cfg.ttl:g}s is shorter than one episode's budget ({ttl:g}s: agent.max_wall_s + "
+                "3 x agent.setup_timeout_s + grading timeout + margin); raise it or leave it unset"
+            )
+        return cfg
+    return cfg.model_copy(update={"ttl": ttl})
+
+
+class TaskSandboxFactory:
+    """SandboxFactory: a sandbox at the task's image (the config's image when the task names none), from the warm
+    pool when `warm_pool.size` > 0 (Docker). `aclose()` drains that pool."""
+
+    def __init__(self, sandbox_cfg: Any, run_id: str | None = None, *, ttl: float | None = None):
+        from sandboxes.config import DockerSandboxConfig, parse_sandbox_config
+
+        self.cfg = _sized(parse_sandbox_config(sandbox_cfg), ttl)
+        self.run_id = run_id
+        self.pool: Any = None
+        if isinstance(self.cfg, DockerSandboxConfig) and self.cfg.warm_pool.size > 0:
+            from sandboxes.pool import WarmPool
+
+            self.pool = WarmPool(self.cfg, run_id=run_id)
+
+    def __call__(self, task: Task) -> Any:
+        from sandboxes.config import make_sandbox
+
+        if self.pool is not None:
+            return self.pool.sandbox(task.image or None)
+        labels = {"swe-rl.task": task.instance_id}
+        return make_sandbox(self.cfg, image=task.image or None, run_id=self.run_id, labels=labels)
+
+    async def aclose(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+
+
+def task_sandbox_factory(
+    sandbox_cfg: dict[str, Any], run_id: str | None = None, *, ttl: float | None = None
+) -> TaskSandboxFactory:
+    """Sandbox at the task's image; `ttl`: the episode budget its containers must outlive (episode_ttl)."""
+    return TaskSandboxFactory(sandbox_cfg, run_id, ttl=ttl)
+
+
+def grading_reward_fn(sandbox_factory: SandboxFactory, timeout_s: float | None = None) -> RewardFn:
     """Our grader (swe_rl.tasks.grading) with sandboxes from `sandbox_factory`."""
-    from swe_rl.tasks.grading import grade
+    from swe_rl.tasks.grading import EVAL_TIMEOUT, grade
 
     async def reward(task: Task, patch: str) -> Any:
-        return await grade(task, patch, sandbox_factory)
+        return await grade(task, patch, sandbox_factory, timeout=timeout_s or EVAL_TIMEOUT)
 
     return reward
 
@@ -54,6 +104,23 @@ class RolloutSpec(StrictModel):
     run_id: str = Field(
         default_factory=lambda: uuid.uuid4().hex[:12]
     )  # sandbox label grouping this pool's containers
+    grade_timeout_s: float = Field(1800.0, gt=0)  # the grader's test-run timeout (swebench's default)
+    size_ttl: bool = True  # sandbox TTL from the episode's budget (episode_ttl) unless sandbox.ttl is set
+    ttl_margin_s: float = Field(
+        TTL_MARGIN_S, ge=0
+    )  # seconds of that TTL beyond the agent's and grader's budgets
+
+    def with_warm_pool(self, size: int | None, reuse: bool | None) -> RolloutSpec:
+        """This spec with the rollout config's warm-pool settings merged into its sandbox config (None: keep)."""
+        if size is None and reuse is None:
+            return self
+        if self.sandbox.get("backend", "docker") != "docker":
+            raise ConfigError(
+                f"pool.warm_sandboxes needs the docker sandbox backend, not {self.sandbox['backend']!r}"
+            )
+        warm = dict(self.sandbox.get("warm_pool") or {})
+        warm |= {k: v for k, v in (("size", size), ("reuse", reuse)) if v is not None}
+        return self.model_copy(update={"sandbox": {**self.sandbox, "warm_pool": warm}})
 
     def reap_orphans(self) -> int:
         """Remove this run's containers whose owner process is gone (a killed actor cannot close its own).
@@ -77,10 +144,12 @@ class RolloutSpec(StrictModel):
         return len(doomed)
 
     def __call__(self) -> EpisodeContext:
-        factory = task_sandbox_factory(self.sandbox, self.run_id)
+        ttl = episode_ttl(self.agent, self.grade_timeout_s, self.ttl_margin_s) if self.size_ttl else None
+        factory = task_sandbox_factory(self.sandbox, self.run_id, ttl=ttl)
         return EpisodeContext(
             policy=self.policy.build(),
             sandbox_factory=factory,
             agent_cfg=self.agent,
-            reward_fn=grading_reward_fn(factory) if self.grade else None,
+            reward_fn=grading_reward_fn(factory, self.grade_timeout_s) if self.grade else None,
+            aclose=factory.aclose,
         )

@@ -61,6 +61,13 @@ class EpisodeContext:
     agent_cfg: Any
     reward_fn: RewardFn | None = None  # None: trajectories come back ungraded (reward None, graded later)
     episode_fn: EpisodeFn | None = None  # None: swe_rl.agent.loop.run_episode
+    aclose: Callable[[], Awaitable[None]] | None = (
+        None  # releases what the context holds (a warm sandbox pool)
+    )
+
+    async def close(self) -> None:
+        if self.aclose is not None:
+            await self.aclose()
 
     async def run(self, task: Task, sample_idx: int) -> Trajectory:
         return await rollout_one(

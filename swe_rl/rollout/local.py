@@ -97,6 +97,7 @@ class LocalRolloutPool:
             for j in [*jobs, stopper]:
                 j.cancel()
             await asyncio.gather(*jobs, stopper, return_exceptions=True)
+            await self._ctx.close()  # a warm sandbox pool lives on this loop: drain it before the loop ends
             out.put(_DONE)
 
     def set_policy_state(self, state_dict: Any) -> None:

@@ -204,7 +204,13 @@ def make_pool(
     context_factory: Callable[[], EpisodeContext],
     cleanup: Callable[[], object] | None = None,
 ) -> Any:
-    """RolloutPool (backend "ray") or LocalRolloutPool (backend "local"); both: run, run_items, set_policy_state."""
+    """RolloutPool (backend "ray") or LocalRolloutPool (backend "local"); both: run, run_items, set_policy_state.
+
+    A RolloutSpec gets the pool config's warm-pool settings (warm_sandboxes, reuse_sandboxes) merged in."""
+    from swe_rl.rollout.context import RolloutSpec
+
+    if isinstance(context_factory, RolloutSpec):
+        context_factory = context_factory.with_warm_pool(cfg.warm_sandboxes, cfg.reuse_sandboxes)
     if cfg.backend == "local":
         from swe_rl.rollout.local import LocalRolloutPool
 

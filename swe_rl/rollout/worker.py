@@ -40,9 +40,11 @@ class RolloutWorker:
         self._ctx.policy.set_state(state_dict)
 
     async def shutdown(self) -> int:
-        """Cancel running episodes and wait until their sandboxes are closed; returns how many were cancelled."""
+        """Cancel running episodes, wait until their sandboxes are closed, drain the context's warm pool; returns
+        how many episodes were cancelled."""
         tasks = [t for t in self._running if t is not asyncio.current_task()]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self._ctx.close()  # drain the warm sandbox pool, if any
         return len(tasks)
