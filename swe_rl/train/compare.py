@@ -102,7 +102,7 @@ def _train_one(cfg: Any) -> None:
 
 def summarize(out_dir: Path, methods: list[str], seeds: list[int]) -> Path:
     """Plots + summary.json: held-out success at the first and last evaluation, per seed and mean gain."""
-    from swe_rl.train.plots import plot_methods, series
+    from swe_rl.train.plots import aem_summary, plot_methods, series
 
     runs: dict[str, list[list[dict[str, Any]]]] = {}
     summary: dict[str, Any] = {}
@@ -115,6 +115,8 @@ def summarize(out_dir: Path, methods: list[str], seeds: list[int]) -> Path:
             runs.setdefault(m, []).append(rows)
             _, mixed = series(rows, "mixed_group_frac")
             rec: dict[str, Any] = {"seed": s, "mixed_first": mixed[0] if mixed else None}
+            if aem := aem_summary(rows):  # AEM's own diagnostics, averaged over the run's steps
+                rec["aem"] = aem
             for mode in ("greedy", "sampled"):
                 steps, succ = series(rows, f"eval/{mode}_success")
                 if succ:
@@ -126,9 +128,27 @@ def summarize(out_dir: Path, methods: list[str], seeds: list[int]) -> Path:
             gains = [float(p[mode]["gain"]) for p in per_seed if mode in p]
             summary[m][f"{mode}_mean_gain"] = statistics.mean(gains) if gains else None
             summary[m][f"{mode}_sd_gain"] = statistics.stdev(gains) if len(gains) > 1 else None
+        aems = [p["aem"] for p in per_seed if "aem" in p]
+        if aems:
+            summary[m]["aem"] = _mean_aem(aems)
     pngs = plot_methods(runs, out_dir / "plots")
     path = out_dir / "summary.json"
     path.write_text(json.dumps(summary, indent=1))
     print(json.dumps({m: {k: v for k, v in s.items() if k != "seeds"} for m, s in summary.items()}))
     print(f"compare: plots {[str(p) for p in pngs]}, summary {path}")
     return path
+
+
+def _mean_aem(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """Seed means of aem_summary's scalars and of α per turn type."""
+
+    def avg(vals: list[Any]) -> float | None:
+        vals = [v for v in vals if v is not None]
+        return statistics.mean(vals) if vals else None
+
+    turns = sorted({t for a in per_seed for t in a["alpha_by_turn"]})
+    return {
+        "frac_groups_range_rule": avg([a["frac_groups_range_rule"] for a in per_seed]),
+        "alpha_token_mean": avg([a["alpha_token_mean"] for a in per_seed]),
+        "alpha_by_turn": {t: avg([a["alpha_by_turn"].get(t) for a in per_seed]) for t in turns},
+    }

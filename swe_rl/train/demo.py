@@ -34,7 +34,8 @@ class DemoConfig(StrictModel):
     micro_limit: int | None = None  # first N micro-suite tasks (None = all)
 
 
-def run_demo(cfg: DemoConfig) -> Path:
+def run_demo(cfg: DemoConfig, console: Any = None) -> Path:
+    """Run the demo; progress bars (plain lines when not on a terminal) go to `console` (default: stderr)."""
     t0 = time.monotonic()
     root = RunDir.create(cfg.out_dir, cfg.name)
     root.save_config(cfg)
@@ -44,10 +45,12 @@ def run_demo(cfg: DemoConfig) -> Path:
 
         print("demo: no SFT checkpoint, running `swe-rl sft` first", flush=True)
         sft = cfg.sft.model_copy(update={"out_dir": str(root.root), "name": "sft"})
-        init = run_sft(sft)
+        init = run_sft(sft, console)
     t_sft = time.monotonic() - t0
 
+    from swe_rl.rollout.progress import RunProgress
     from swe_rl.train.loop import train
+    from swe_rl.train.progress import step_progress
     from swe_rl.train.run import build_env, load_policy_model
 
     tcfg = cfg.train.model_copy(deep=True)
@@ -55,22 +58,24 @@ def run_demo(cfg: DemoConfig) -> Path:
     run = RunDir.create(tcfg.out_dir, tcfg.name)
     run.save_config(tcfg)
     model, tok = load_policy_model(tcfg)
-    env = build_env(tcfg, model, tok)
-    try:
-        print(f"demo: RL for {tcfg.steps} steps from {init}", flush=True)
-        state = train(tcfg, run, model, tok, env.rollouter, env.tasks, sample_tasks=env.sample_tasks,
-                      evaluate=env.evaluator, resume=True)  # fmt: skip
-        t_rl = time.monotonic() - t0 - t_sft
-        rows = run.read_metrics()
-        if not any(r["step"] == state.step and "eval/greedy_success" in r for r in rows):
-            run.log_metrics(state.step, {f"eval/{k}": v for k, v in env.evaluator(state.step).items()})
+    # Bars for the RL steps and for every rollout / held-out evaluation call (plain lines when not a terminal).
+    with RunProgress(console) as bars:
+        env = build_env(tcfg, model, tok, bars)
+        try:
+            print(f"demo: RL for {tcfg.steps} steps from {init}", flush=True)
+            state = train(tcfg, run, model, tok, env.rollouter, env.tasks, sample_tasks=env.sample_tasks,
+                          evaluate=env.evaluator, resume=True, on_step=step_progress(bars, tcfg.steps))  # fmt: skip
+            t_rl = time.monotonic() - t0 - t_sft
             rows = run.read_metrics()
-        from swe_rl.train.evaluate import write_eval_report
+            if not any(r["step"] == state.step and "eval/greedy_success" in r for r in rows):
+                run.log_metrics(state.step, {f"eval/{k}": v for k, v in env.evaluator(state.step).items()})
+                rows = run.read_metrics()
+            from swe_rl.train.evaluate import write_eval_report
 
-        held_md = write_eval_report(env.evaluator.last["greedy"], env.evaluator.tasks, root.report / "heldout",
-                                    {"dataset": "generated held-out", "policy": "after RL (greedy)"})  # fmt: skip
-    finally:
-        env.close()
+            held_md = write_eval_report(env.evaluator.last["greedy"], env.evaluator.tasks, root.report / "heldout",
+                                        {"dataset": "generated held-out", "policy": "after RL (greedy)"})  # fmt: skip
+        finally:
+            env.close()
     micro = _micro_suite(cfg, run, root) if cfg.micro_suite else None
     report = _write_report(root, rows, micro, held_md, t_sft, t_rl, time.monotonic() - t0)
     print(f"demo: done in {(time.monotonic() - t0) / 60:.1f} min; report: {report}", flush=True)
@@ -96,6 +101,7 @@ def _micro_suite(cfg: DemoConfig, run: RunDir, root: RunDir) -> dict[str, Any] |
         "agent": demo_agent_config(prompts_dir(), temperature=0.0).model_dump(),
         "pool": {"backend": "local"},
     })  # fmt: skip
+    print(f"demo: micro-suite evaluation of {ck.name} through the evaluation harness (greedy)", flush=True)
     try:
         return run_eval(ecfg)
     except Exception as e:  # the demo's main result is the held-out curve; report the failure, keep going
@@ -121,7 +127,7 @@ def _failure_rows(rows: list[dict[str, Any]]) -> list[str]:
 
 def _write_report(root: RunDir, rows: list[dict[str, Any]], micro: dict[str, Any] | None, held_md: Path,
                   t_sft: float, t_rl: float, t_all: float) -> Path:  # fmt: skip
-    from swe_rl.train.plots import plot_methods, series
+    from swe_rl.train.plots import aem_report_rows, plot_methods, series
 
     pngs = plot_methods({"GRPO+AEM": [rows]}, root.report)
     steps, succ = series(rows, "eval/greedy_success")
@@ -137,6 +143,7 @@ def _write_report(root: RunDir, rows: list[dict[str, Any]], micro: dict[str, Any
         f"{train_rows[-1]['reward_mean']:.1%} |" if train_rows else None,
         f"| mixed groups (first / last step) | {mixed[0]:.0%} | {mixed[-1]:.0%} |" if mixed else None,
         *_failure_rows(rows),
+        *aem_report_rows(rows),
         "", f"Steps with held-out evaluation: {steps}", "",
         f"Time: SFT/load {t_sft / 60:.1f} min, RL + evaluation {t_rl / 60:.1f} min, total {t_all / 60:.1f} min.",
         "", f"Held-out episodes report (evaluation harness format): {held_md.relative_to(root.report)}",

@@ -45,6 +45,11 @@ def summarize(trajs: list[Trajectory], tasks: list[Task], n: int, prefix: str = 
     for t in trajs:
         by_fam[fam.get(t.task_id, "?")].append(float(t.reward or 0.0))
     out = {f"{prefix}success": sum(float(t.reward or 0.0) for t in trajs) / max(len(trajs), 1)}
+    # success under the training reward spec's default (a patch counts only when the agent submitted it);
+    # `success` grades every final patch, as SWE-bench does
+    out[f"{prefix}success_submitted"] = sum(
+        float(t.reward or 0.0) for t in trajs if t.exit_status == "submitted"
+    ) / max(len(trajs), 1)
     out.update({f"{prefix}family/{k}": sum(v) / len(v) for k, v in sorted(by_fam.items())})
     if n > 1:  # fraction of tasks whose n samples disagree (the RL signal)
         groups = [trajs[i : i + n] for i in range(0, len(trajs), n)]

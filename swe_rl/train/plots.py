@@ -11,7 +11,55 @@ CURVES = {
     "entropy.png": ("entropy_mean", "policy token entropy (old-policy pass)"),
     "mixed_groups.png": ("mixed_group_frac", "fraction of groups with mixed rewards"),
     "train_reward.png": ("reward_mean", "training reward (sampled, T=1)"),
+    "aem_range_rule.png": (
+        "algo/aem/frac_groups_range_rule",
+        "AEM: share of groups under the range rule (α = 1)",
+    ),
+    "aem_alpha_token_mean.png": ("algo/aem/alpha_token_mean", "AEM: token-weighted mean α"),
 }
+AEM_TURN_PREFIX = "algo/aem/alpha_turn/"
+
+
+def aem_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """AEM's own diagnostics of one run, averaged over its RL steps: the share of groups under the range rule,
+    the token-weighted mean α and the mean α per turn type ({} for a run without AEM)."""
+    steps = [r for r in rows if "algo/aem/alpha_mean" in r]
+    if not steps:
+        return {}
+
+    def mean(key: str) -> float | None:
+        vals = [float(r[key]) for r in steps if r.get(key) is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    turns = sorted({k for r in steps for k in r if k.startswith(AEM_TURN_PREFIX)})
+    return {
+        "steps": len(steps),
+        "frac_groups_range_rule": mean("algo/aem/frac_groups_range_rule"),
+        "alpha_token_mean": mean("algo/aem/alpha_token_mean"),
+        "alpha_by_turn": {k.removeprefix(AEM_TURN_PREFIX): mean(k) for k in turns},
+    }
+
+
+def aem_report_rows(rows: list[dict[str, Any]]) -> list[str]:
+    """Markdown table rows (two columns after the label: first / last RL step) of AEM's diagnostics."""
+    steps = [r for r in rows if "algo/aem/alpha_mean" in r]
+    if not steps:
+        return []
+    first, last = steps[0], steps[-1]
+
+    def cell(r: dict[str, Any], key: str, fmt: str) -> str:
+        return format(float(r[key]), fmt) if r.get(key) is not None else "n/a"
+
+    out = [
+        f"| AEM: groups under the range rule (first / last step) | {cell(first, 'algo/aem/frac_groups_range_rule', '.0%')}"
+        f" | {cell(last, 'algo/aem/frac_groups_range_rule', '.0%')} |",
+        f"| AEM: token-weighted mean α | {cell(first, 'algo/aem/alpha_token_mean', '.3f')} | "
+        f"{cell(last, 'algo/aem/alpha_token_mean', '.3f')} |",
+    ]
+    for key in sorted({k for r in steps for k in r if k.startswith(AEM_TURN_PREFIX)}):
+        label = key.removeprefix(AEM_TURN_PREFIX)
+        out.append(f"| AEM: mean α, {label} turns | {cell(first, key, '.3f')} | {cell(last, key, '.3f')} |")
+    return out
 
 
 def series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:

@@ -53,3 +53,27 @@ def test_step0_evaluation_is_computed_once_per_key(tmp_path):
     assert a(12) != first and calls == [0, 12]  # later steps are always evaluated
     assert Step0Cache(evaluator, path, {"init": "ck2"})(0) != first  # another checkpoint: evaluated again
     assert calls == [0, 12, 0]
+
+
+def test_aem_diagnostics_in_summary_plots_and_report(tmp_path):
+    from swe_rl.train.plots import aem_report_rows
+
+    run = RunDir.create(str(tmp_path), "grpo_aem_s0")
+    for step, (rule, tok, edit) in enumerate([(1.0, 1.0, 1.0), (0.5, 0.9, 0.6), (0.25, 0.8, 0.4)]):
+        run.log_metrics(step + 1, {
+            "mixed_group_frac": 0.5, "algo/aem/alpha_mean": 1.0, "algo/aem/frac_groups_range_rule": rule,
+            "algo/aem/alpha_token_mean": tok, "algo/aem/alpha_turn/file_editor:str_replace": edit,
+            "algo/aem/alpha_turn/submit": 1.1,
+        })  # fmt: skip
+    RunDir.create(str(tmp_path), "grpo_s0").log_metrics(1, {"mixed_group_frac": 0.5})
+    summary = json.loads(summarize(tmp_path, ["grpo_aem", "grpo"], [0]).read_text())
+    aem = summary["grpo_aem"]["aem"]
+    assert aem["frac_groups_range_rule"] == pytest.approx(0.5833, abs=1e-3)
+    assert aem["alpha_token_mean"] == pytest.approx(0.9)
+    assert aem["alpha_by_turn"] == pytest.approx({"file_editor:str_replace": 2 / 3, "submit": 1.1})
+    assert "aem" not in summary["grpo"]  # no AEM, no AEM diagnostics
+    pngs = {p.name for p in (tmp_path / "plots").glob("*.png")}
+    assert {"aem_range_rule.png", "aem_alpha_token_mean.png"} <= pngs
+    rows = aem_report_rows(run.read_metrics())
+    assert any("range rule" in r and "100%" in r and "25%" in r for r in rows)
+    assert any("file_editor:str_replace" in r and "0.400" in r for r in rows)

@@ -71,6 +71,11 @@ def test_summarize_reports_modes_only_for_generated_tasks(tmp_path):
     plain = [t.model_copy(update={"metadata": {}}) for t in tasks]  # tasks without a flawed expert
     assert failure_mode(trajs[1], plain[0]) == "unknown"
     assert not any(k.startswith("fail/") for k in summarize(trajs, plain, 2))
+    assert out["greedy_success_submitted"] == 0.5
+    # a passing patch left behind by a format-error ending counts in `success` only (SWE-bench grades it)
+    trajs[0] = _traj(tasks[0], trajs[0].patch, 1.0, exit_status="format_errors")
+    out = summarize(trajs, tasks, 2, prefix="greedy_")
+    assert out["greedy_success"] == 0.5 and out["greedy_success_submitted"] == 3 / 8
 
 
 def test_failure_mode_plot(tmp_path):
