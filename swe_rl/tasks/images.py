@@ -3,6 +3,11 @@
 A task directory's Dockerfile is built with the task directory as its context (swebench's `task_paths`),
 unless task.yaml's `metadata.build_context` names another directory relative to it: the bundled micro suite
 uses "../.." so that its tasks share one copy of each repo.
+
+Every task image is then cut at its base commit (`scrub_history.sh` run in a derived layer, tagged the same and
+labelled HISTORY_LABEL): no commit, object, tag, ref, reflog entry, stash or remote newer than `base_commit` is
+left in /testbed, so no agent can read the fix from git history (SWE-bench issue 465). The lower layers still hold
+the old .git files, but a container sees only the merged filesystem; `docker save` of the image does show them.
 """
 
 from __future__ import annotations
@@ -52,6 +57,45 @@ def is_current(tag: str, dockerfile: Path, base_commit: str) -> bool:
         return False
     declares = BASE_COMMIT_LABEL in dockerfile.read_text() if dockerfile.is_file() else False
     return not declares or label == base_commit
+
+
+HISTORY_LABEL = (
+    "org.swe-rl.history-cut-at"  # the base commit (or "HEAD") the image's /testbed history ends at
+)
+REPO_DIR = "/testbed"  # where SWE-bench-style images keep the task repo
+SCRUB_SCRIPT = Path(__file__).with_name("scrub_history.sh")
+
+
+def is_scrubbed(tag: str, base_commit: str) -> bool:
+    return image_label(tag, HISTORY_LABEL) == (base_commit or "HEAD")
+
+
+def _image_user(tag: str) -> str:
+    proc = subprocess.run(
+        ["docker", "image", "inspect", "-f", "{{.Config.User}}", tag], capture_output=True, text=True
+    )
+    return proc.stdout.strip()
+
+
+def scrub_image(tag: str, base_commit: str, builder: Builder | None = None) -> None:
+    """Rebuild `tag` as itself plus one layer that cuts /testbed's git history at `base_commit` (see the module
+    docstring); raises when the repo's HEAD is not the base commit or the build fails."""
+    build = builder or default_builder()
+    user = _image_user(tag)
+    lines = [
+        f"FROM {tag}",
+        "USER root",
+        "COPY scrub_history.sh /tmp/swe_rl_scrub_history.sh",
+        f"RUN bash /tmp/swe_rl_scrub_history.sh {REPO_DIR} {base_commit} && rm -f /tmp/swe_rl_scrub_history.sh",
+        f'LABEL {HISTORY_LABEL}="{base_commit or "HEAD"}"',
+    ]
+    if user:
+        lines.append(f"USER {user}")
+    with tempfile.TemporaryDirectory(prefix="swe-rl-scrub-") as tmp:
+        ctx = Path(tmp)
+        shutil.copyfile(SCRUB_SCRIPT, ctx / "scrub_history.sh")
+        (ctx / "Dockerfile").write_text("\n".join(lines) + "\n")
+        build(tag, ctx / "Dockerfile", ctx)
 
 
 def docker_cli_builder(tag: str, dockerfile: Path, context: Path) -> None:
@@ -112,12 +156,15 @@ def build_task_images(
     dirs = task_paths(repo_path, [i["instance_id"] for i in instances])
 
     def one(inst: dict) -> BuildResult:
-        iid, tag = inst["instance_id"], inst["image"]
+        iid, tag, base = inst["instance_id"], inst["image"], inst.get("base_commit", "")
         task_dir = dirs[iid]
-        if not force and is_current(tag, task_dir / "Dockerfile", inst.get("base_commit", "")):
+        current = not force and is_current(tag, task_dir / "Dockerfile", base)
+        if current and is_scrubbed(tag, base):
             return BuildResult(iid, tag, "present")
         try:
-            build(tag, task_dir / "Dockerfile", build_context(task_dir, inst.get("metadata", {})))
+            if not current:
+                build(tag, task_dir / "Dockerfile", build_context(task_dir, inst.get("metadata", {})))
+            scrub_image(tag, base, build)
         except Exception as e:  # one failed build must not hide the others' results
             return BuildResult(iid, tag, "failed", f"{type(e).__name__}: {e}")
         return BuildResult(iid, tag, "built")
@@ -135,12 +182,15 @@ def ensure_images(tasks: list) -> list[BuildResult]:
     client = docker_client()
     results = []
     for t in tasks:
-        if image_exists(t.image):
+        present = image_exists(t.image)
+        if present and is_scrubbed(t.image, t.base_commit):
             results.append(BuildResult(t.instance_id, t.image, "present"))
             continue
         try:
-            ensure_image(client, t.image, pull="missing")
-            results.append(BuildResult(t.instance_id, t.image, "pulled"))
+            if not present:
+                ensure_image(client, t.image, pull="missing")
+            scrub_image(t.image, t.base_commit)  # a pulled image carries the repo's whole history
+            results.append(BuildResult(t.instance_id, t.image, "present" if present else "pulled"))
         except Exception as e:  # registry unreachable, image unknown: say which and why, keep going
             results.append(BuildResult(t.instance_id, t.image, "failed", f"{type(e).__name__}: {e}"))
     return results
