@@ -43,13 +43,14 @@ def load_eval_tasks(ds: DatasetConfig) -> list[Task]:
 
 
 def ensure_images(tasks: list[Task]) -> None:
-    """Build missing images of task-repo tasks (micro suite) from their Dockerfiles; failures show up per episode."""
-    from swe_rl.tasks.images import build_task_images, image_exists
+    """Build missing images of task-repo tasks (micro suite) from their Dockerfiles, and cut the git history of
+    those not cut yet at their base commit (swe_rl.tasks.images); failures show up per episode."""
+    from swe_rl.tasks.images import build_task_images, is_scrubbed
 
     by_repo: dict[Path, list[str]] = {}
     for t in tasks:
         task_dir = t.metadata.get("task_dir")
-        if task_dir and t.image and not image_exists(t.image):
+        if task_dir and t.image and not is_scrubbed(t.image, t.base_commit):
             by_repo.setdefault(Path(task_dir).parent.parent, []).append(t.instance_id)
     for repo, ids in by_repo.items():
         build_task_images(repo, ids)
