@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -10,8 +11,8 @@ from typer.testing import CliRunner
 from swe_rl.cli import app
 from swe_rl.config import ConfigError, load_config
 from swe_rl.tasks.task import Task
-from swe_rl.train.openrlhf import flags, launch, patch
-from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
+from swe_rl.train.openrlhf import flags, launch
+from swe_rl.train.openrlhf.config import AemConfig, OpenRLHFTrainConfig
 from swe_rl.train.openrlhf.data import task_from_label, write_prompt_dataset
 from swe_rl.train.openrlhf.loggers import MissingKeyError, secret_argv
 
@@ -110,7 +111,7 @@ def test_overrides_and_bad_config_errors(tmp_path):
     env = launch.build_env_vars(cfg, environ={})
     assert env["RAY_ENABLE_ZERO_COPY_TORCH_TENSORS"] == "1"
     assert json.loads(env[launch.AEM_ENV])["entropy_source"] == "surprisal"
-    assert patch.config_from_env(env) == cfg.aem  # what the hook reads back in each worker
+    assert AemConfig.model_validate_json(env[launch.AEM_ENV]) == cfg.aem  # what actors.aem_config reads back
     with pytest.raises(ConfigError, match="colocate_all"):
         load_config(OpenRLHFTrainConfig, files=[R7B], overrides=["cluster.vllm_engines=4"])
     with pytest.raises(ConfigError, match=r"aem\.no_such_key"):
@@ -127,12 +128,26 @@ def test_launch_without_dataset_fails_before_starting_ray(tmp_path):
         launch.run_openrlhf(cfg, runs_dir=str(tmp_path))
 
 
-def test_hook_env_name_matches_and_install_needs_gpu_stack():
-    assert patch.ENV_CONFIG == launch.AEM_ENV
-    assert patch.install(None) is False or patch.config_from_env() is not None
-    cfg = load_config(OpenRLHFTrainConfig, files=[R7B]).aem
-    with pytest.raises(ImportError, match=r"full `openrlhf\[vllm\]==0\.11\.2` install"):
-        patch.install(cfg)  # experience_maker imports flash-attn / deepspeed / vLLM: absent on CPU machines
+def test_actor_side_reads_the_env_name_the_launcher_sets():
+    # actors.py imports DeepSpeed / vLLM at module level (not importable here): read its source instead.
+    src = (Path(launch.__file__).parent / "actors.py").read_text()
+    assert f'AEM_ENV = "{launch.AEM_ENV}"' in src
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        (["async_train.enabled=true"], "colocate_all: false"),  # engines need GPUs of their own
+        (["async_train.partial_rollout=true"], "partial_rollout needs async_train.enabled"),
+        (["optim.is_correction.level=seq", "optim.is_correction.mode=clip"], "clip .TIS. needs level token"),
+        (["optim.is_correction.level=token", "optim.is_correction.gating=tv"], "upper bound only"),
+        (["optim.is_correction.threshold=[5.0, 0.5]"], "LOW must be below HIGH"),
+    ],
+)
+def test_async_and_is_correction_config_errors(overrides, match):
+    """The rules upstream asserts after the GPUs are up (train_ppo_ray's __main__, PolicyLoss) fail at load."""
+    with pytest.raises(ConfigError, match=match):
+        load_config(OpenRLHFTrainConfig, files=[R7B], overrides=overrides)
 
 
 def test_prompt_rows_round_trip(tmp_path):

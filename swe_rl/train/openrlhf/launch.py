@@ -24,7 +24,7 @@ from swe_rl.train.openrlhf.flags import ENTRY_MODULE, to_argv
 from swe_rl.train.openrlhf.loggers import KEY_PLACEHOLDER, logger_summary, secret_argv
 
 AGENT_ENV = "SWE_RL_AGENT_CONFIG"
-AEM_ENV = "SWE_RL_AEM_CONFIG"  # same name as patch.ENV_CONFIG (patch.py imports torch-side code lazily)
+AEM_ENV = "SWE_RL_AEM_CONFIG"  # read by actors.aem_config in the policy and trainer actors
 
 
 def agent_func_path() -> str:
@@ -34,14 +34,10 @@ def agent_func_path() -> str:
 
 def build_env_vars(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = None) -> dict[str, str]:
     env = os.environ if environ is None else environ
-    exact = cfg.aem.enabled and cfg.aem.entropy_source == "exact"
-    return {
+    return {  # upstream's three defaults (train_ppo_ray.train), then our sections for the actors and the executor
         "TOKENIZERS_PARALLELISM": env.get("TOKENIZERS_PARALLELISM", "true"),
         "NCCL_DEBUG": env.get("NCCL_DEBUG", "WARN"),
-        # Zero-copy tensor transport drops tensor attributes, which carry the exact entropy (patch.py).
-        "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": "0"
-        if exact
-        else env.get("RAY_ENABLE_ZERO_COPY_TORCH_TENSORS", "1"),
+        "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": env.get("RAY_ENABLE_ZERO_COPY_TORCH_TENSORS", "1"),
         AEM_ENV: cfg.aem.model_dump_json(),
         AGENT_ENV: cfg.agent.model_dump_json(),
     }

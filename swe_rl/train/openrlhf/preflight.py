@@ -93,8 +93,9 @@ def cluster_node_checks(images: list[str], files: list[str], disk_path: str, dis
 def actor_checks() -> list[Check]:
     """Our `ray.remote` actor classes created as real actors (A1's actors.preflight_actor_check)."""
     try:
-        from swe_rl.train.openrlhf.actors import preflight_actor_check
+        from swe_rl.train.openrlhf.actors import install_swe_rl_classes, preflight_actor_check
 
+        install_swe_rl_classes()  # as launch.py does before OpenRLHF's CLI runs
         problems = preflight_actor_check()
     except Exception as e:  # import of OpenRLHF's GPU stack, actor start-up, ...
         return [Check("actors", False, f"{type(e).__name__}: {e}")]
