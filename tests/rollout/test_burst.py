@@ -74,8 +74,8 @@ def test_burst_of_12_episodes_all_graded_with_the_warm_pool(rollout_task, tmp_pa
 
 @pytest.mark.slow
 def test_burst_of_64_episodes_on_two_cores(rollout_task, tmp_path):
-    """64 episodes (128 sandboxes with their gradings) at once; TTL = one episode's budget (~7 min here), far less
-    than the whole burst may take on a loaded machine: each sandbox's clock starts at its own create."""
+    """64 episodes (128 sandboxes with their gradings) at once behind a cap of 2 starting; each sandbox's TTL is one
+    episode's budget (480 s here), counted from its own create, not from the burst's start (~200 s at load 17)."""
     from sandboxes.docker_sandbox import docker_client
 
     run_id = f"burst64-{os.getpid()}"

@@ -1,0 +1,131 @@
+"""dockerd restarted in the middle of an evaluation (slow: ~1-2 min).
+
+The engine restarted here is a real dockerd of its own (own socket, data root and containerd), started by this
+test, so the machine's shared engine, which other test sessions use at the same time, is never disturbed. The
+base image is copied into it with `docker save | docker load`; the harness builds the task images there. All
+of this process's Docker traffic goes to it through DOCKER_HOST.
+
+What must hold: the episodes in flight when the engine goes away come back as labelled infrastructure failures
+(reward None), the run returns, a rerun with retry_errors runs only those (nothing already finished is run or
+written again) and completes the evaluation, and no container is left on the engine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+BASE = os.environ.get("SANDBOXES_TEST_IMAGE", "swe-rl/base:bookworm")
+
+
+class PrivateDockerd:
+    """A dockerd under `root` (own socket, data root, exec root, containerd); start, stop, restart."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.host = f"unix://{root}/docker.sock"
+        self.proc: subprocess.Popen | None = None
+        self.log = open(os.path.join(root, "dockerd.log"), "ab")  # noqa: SIM115 (closed in close())
+
+    def start(self, timeout: float = 60) -> None:
+        argv = ["dockerd", "-H", self.host, "--data-root", f"{self.root}/data", "--exec-root", f"{self.root}/x",
+                "--pidfile", f"{self.root}/dockerd.pid", "--bridge=none", "--iptables=false", "--ip6tables=false"]  # fmt: skip
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=self.log, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not self.up():
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.tail()
+            time.sleep(0.2)
+
+    def up(self) -> bool:
+        env = os.environ | {"DOCKER_HOST": self.host}
+        return subprocess.run(["docker", "info"], env=env, capture_output=True).returncode == 0
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()  # what `systemctl restart docker` does: containers are stopped with it
+            self.proc.wait(timeout=120)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def tail(self) -> str:
+        return Path(self.root, "dockerd.log").read_text(errors="replace")[-3000:]
+
+    def close(self) -> None:
+        self.stop()
+        self.log.close()
+        mounted = any(self.root in line for line in Path("/proc/mounts").read_text().splitlines())
+        if not mounted:  # never delete below a live mount
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture
+def private_dockerd(monkeypatch):
+    if shutil.which("dockerd") is None:
+        pytest.skip("dockerd is not installed")
+    d = PrivateDockerd(tempfile.mkdtemp(prefix="sbxd-", dir="/tmp"))  # short: unix socket paths are limited
+    try:
+        d.start()
+        env = os.environ | {"DOCKER_HOST": d.host}
+        save = subprocess.Popen(["docker", "save", BASE], stdout=subprocess.PIPE)
+        subprocess.run(["docker", "load", "-q"], stdin=save.stdout, env=env, check=True, capture_output=True)
+        assert save.wait() == 0
+        monkeypatch.setenv("DOCKER_HOST", d.host)
+        yield d
+    finally:
+        d.close()
+
+
+def test_dockerd_restart_mid_evaluation(private_dockerd, eval_config_factory, tmp_path):
+    from sandboxes.docker_sandbox import docker_client
+    from sandboxes.lifecycle import list_managed
+    from swe_rl.evaluation.harness import run_eval
+
+    overrides = ["dataset.limit=2", "runs=3", "pool.backend=local", "pool.num_actors=1",
+                 "pool.episodes_per_actor=3", "sandbox.backend=docker", "sandbox.start_backoff=0.5"]  # fmt: skip
+    cfg = eval_config_factory(tmp_path, "restart", *overrides)
+    seen: list = []
+
+    def restart_after_first(traj, pool) -> None:
+        seen.append(traj)
+        if len(seen) == 1:  # the other episodes are in flight now
+            private_dockerd.restart()
+
+    t0 = time.monotonic()
+    first = run_eval(cfg, restart_after_first)
+    took = time.monotonic() - t0
+    run = Path(cfg.output_dir) / cfg.name
+    failed = [t for t in seen if t.reward is None]
+    assert failed, "the restart hit no episode in flight"
+    for t in failed:  # labelled: an error trajectory with its traceback, or the grader's failure label
+        assert (t.exit_status == "error" and t.error) or (t.metrics.get("grading") or {}).get("failure")
+    assert all(t.resolved for t in seen if t.reward is not None)
+    assert first["counts"]["infra_failure"] == len(failed) and first["counts"]["resolved"] == 6 - len(failed)
+    client = docker_client()
+    assert list_managed(client, run_id=f"eval-{cfg.name}") == []
+
+    done = {p: p.stat().st_mtime_ns for p in run.glob("trajectories/run_*/*.json")}
+    rerun: list = []
+    second = run_eval(cfg.model_copy(update={"retry_errors": True}), lambda traj, pool: rerun.append(traj))
+    errored = {(t.task_id, t.sample_idx) for t in failed if t.exit_status == "error"}
+    assert {(t.task_id, t.sample_idx) for t in rerun} == errored  # only what was missing ran again
+    untouched = {p: p.stat().st_mtime_ns for p in done if p.exists()}
+    rewritten = [p for p in done if untouched.get(p) != done[p]]
+    assert len(rewritten) == len(errored)
+    assert all(t.reward is not None for t in rerun), [t.error for t in rerun]
+    assert list_managed(client, run_id=f"eval-{cfg.name}") == []
+    assert second["complete"] and second["counts"]["resolved"] == 6, second["counts"]
+    why = [
+        t.error.strip().splitlines()[-1][:120] if t.error else t.metrics["grading"]["failure"] for t in failed
+    ]
+    print(f"first run {took:.0f}s: {len(failed)} of 6 episodes hit by the restart {why}; rerun ran {len(rerun)}; "
+          f"resolved {first['counts']['resolved']} -> {second['counts']['resolved']}")  # fmt: skip
