@@ -1,28 +1,81 @@
-"""A rich progress bar for streamed episodes: done/total, resolved so far, errors, elapsed and ETA."""
+"""Progress of long phases (RL steps, rollouts, held-out evaluation, SFT): rich bars on a terminal, plain lines in
+logs.
+
+`RunProgress` shows one bar per phase (done/total, the phase's own fields such as reward, elapsed, ETA) while both
+stdout and its console (stderr) are terminals. Otherwise (CI logs, `make demo > log`) it prints one plain line per
+phase at most every `every_s` seconds, at every logged update and when the phase ends, so a long run is never
+silent. `EpisodeProgress` is the bar of streamed episodes (the rollout pools), built on it.
+"""
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Any
 
 from swe_rl.agent.trajectory import Trajectory
 
 
-class EpisodeProgress(AbstractContextManager["EpisodeProgress"]):
-    """`with EpisodeProgress(total, enabled) as p: p.advance(traj)`; a no-op when disabled or total is 0."""
+def default_console() -> Any:
+    """A rich Console on stderr that counts as a terminal only when stdout is one too: a live display moves what
+    the program prints to stdout onto its own stream, which would take it out of a redirected stdout."""
+    from rich.console import Console
 
-    def __init__(self, total: int, enabled: bool = True, description: str = "rollouts"):
-        self.total = total
-        self.enabled = enabled and total > 0
-        self.description = description
-        self.resolved = 0
-        self.errors = 0
+    return Console(stderr=True, force_terminal=None if sys.stdout.isatty() else False)
+
+
+def clock(seconds: float) -> str:
+    """0:07:03-style duration (h:mm:ss)."""
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+@dataclass
+class _Phase:
+    name: str
+    total: int
+    done: int
+    every_s: float
+    fields: dict[str, str]
+    t0: float = field(default_factory=time.monotonic)
+    last_line: float | None = None  # monotonic time of the last plain line
+    last_state: tuple[int, str] | None = None  # (done, fields) the last line showed
+    task: Any = None  # rich TaskID in live mode
+
+    def info(self) -> str:
+        return " · ".join(f"{k.replace('_', ' ')} {v}" for k, v in self.fields.items())
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.t0
+        eta = ""
+        if 0 < self.done < self.total:
+            eta = f" · eta {clock(elapsed * (self.total - self.done) / self.done)}"
+        info = f" · {self.info()}" if self.fields else ""
+        return f"{self.name} {self.done}/{self.total}{info} · elapsed {clock(elapsed)}{eta}"
+
+
+class RunProgress(AbstractContextManager["RunProgress"]):
+    """`with RunProgress() as p: i = p.add("RL steps", 24); p.update(i, advance=1, reward="0.41"); p.finish(i)`.
+
+    console: where bars and lines go (default: `default_console()`); bars when it is a terminal, else lines.
+    Thread-safe; the rich bars refresh from their own thread.
+    """
+
+    def __init__(self, console: Any = None, *, every_s: float = 30.0):
+        self.console = console if console is not None else default_console()
+        self.live = bool(self.console.is_terminal)
+        self.every_s = every_s
+        self._phases: dict[int, _Phase] = {}
+        self._next = 0
+        self._lock = threading.Lock()
         self._progress: Any = None
-        self._task: Any = None
 
-    def __enter__(self) -> EpisodeProgress:
-        if self.enabled:
-            from rich.console import Console
+    def __enter__(self) -> RunProgress:
+        if self.live:
+            from rich.errors import LiveError
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -33,26 +86,103 @@ class EpisodeProgress(AbstractContextManager["EpisodeProgress"]):
             )
 
             self._progress = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("resolved {task.fields[resolved]} · errors {task.fields[errors]}"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-                transient=False,
-            )
-            self._progress.__enter__()
-            self._task = self._progress.add_task(self.description, total=self.total, resolved=0, errors=0)
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                console=self.console, transient=True,
+            )  # fmt: skip
+            try:
+                self._progress.start()
+            except LiveError:  # another live display is active in this process: plain lines instead
+                self._progress, self.live = None, False
         return self
+
+    def __exit__(self, *exc: object) -> None:
+        for pid in list(self._phases):  # phases still open (an interrupted run): say where they stopped
+            self._end(pid)
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def add(self, name: str, total: int, completed: int = 0, *, every_s: float | None = None,
+            **fields: str) -> int:  # fmt: skip
+        """A new phase; `every_s` overrides the plain-line interval (0 = a line at every update)."""
+        with self._lock:
+            pid, self._next = self._next, self._next + 1
+            ph = _Phase(name, total, completed, self.every_s if every_s is None else every_s, dict(fields))
+            self._phases[pid] = ph
+            if self._progress is not None:
+                ph.task = self._progress.add_task(name, total=total, completed=completed, info=ph.info())
+        return pid
+
+    def update(self, pid: int, *, advance: int = 0, completed: int | None = None, log: bool = False,
+               **fields: str) -> None:  # fmt: skip
+        """Advance a phase and set its fields; `log` also prints its line (live: above the bars)."""
+        with self._lock:
+            ph = self._phases.get(pid)
+            if ph is None:
+                return
+            ph.done = completed if completed is not None else ph.done + advance
+            ph.fields.update(fields)
+            if self._progress is not None:
+                self._progress.update(ph.task, completed=ph.done, info=ph.info())
+            now = time.monotonic()
+            due = ph.last_line is None or now - ph.last_line >= ph.every_s or ph.done >= ph.total
+            if log or (self._progress is None and due):
+                self._print(ph)
+                ph.last_line = now
+
+    def finish(self, pid: int, **fields: str) -> None:
+        """End a phase: its final line is printed and its bar removed."""
+        with self._lock:
+            ph = self._phases.get(pid)
+            if ph is not None:
+                ph.fields.update(fields)
+        self._end(pid)
+
+    def _end(self, pid: int) -> None:
+        with self._lock:
+            ph = self._phases.pop(pid, None)
+            if ph is None:
+                return
+            if self._progress is not None:
+                self._progress.remove_task(ph.task)
+            if ph.last_state != (ph.done, ph.info()):  # not the line just printed again
+                self._print(ph)
+
+    def _print(self, ph: _Phase) -> None:
+        ph.last_state = (ph.done, ph.info())
+        self.console.print(ph.line(), markup=False, highlight=False, soft_wrap=True)
+
+
+class EpisodeProgress(AbstractContextManager["EpisodeProgress"]):
+    """`with EpisodeProgress(total, enabled) as p: p.advance(traj)`; a no-op when disabled or total is 0."""
+
+    def __init__(self, total: int, enabled: bool = True, description: str = "rollouts", console: Any = None):
+        self.total = total
+        self.enabled = enabled and total > 0
+        self.description = description
+        self.console = console
+        self.resolved = 0
+        self.errors = 0
+        self._bars: RunProgress | None = None
+        self._pid = 0
+
+    def __enter__(self) -> EpisodeProgress:
+        if self.enabled:
+            self._bars = RunProgress(self.console).__enter__()
+            self._pid = self._bars.add(self.description, self.total, **self._fields())
+        return self
+
+    def _fields(self) -> dict[str, str]:
+        return {"resolved": str(self.resolved), "errors": str(self.errors)}
 
     def advance(self, traj: Trajectory) -> None:
         self.resolved += int(bool(traj.resolved))
         self.errors += int(traj.exit_status == "error" or (traj.reward is None and traj.error is not None))
-        if self._progress is not None:
-            self._progress.update(self._task, advance=1, resolved=self.resolved, errors=self.errors)
+        if self._bars is not None:
+            self._bars.update(self._pid, advance=1, **self._fields())
 
     def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(None, None, None)
-            self._progress = None
+        if self._bars is not None:
+            self._bars.__exit__(None, None, None)
+            self._bars = None

@@ -13,6 +13,13 @@ from typing import Any
 
 from swe_rl.runs import RunDir
 from swe_rl.train.config import TrainConfig
+from swe_rl.train.progress import (
+    CountingGrader,
+    CountingSlots,
+    EpisodeTally,
+    ProgressRollouter,
+    step_progress,
+)
 
 
 @dataclass
@@ -50,11 +57,18 @@ def load_policy_model(cfg: TrainConfig) -> tuple[Any, Any]:
     return build_tiny_model(tok, arch=cfg.model.arch, size=cfg.model.size, seed=cfg.model.seed), tok
 
 
-def build_env(cfg: TrainConfig, model: Any, tok: Any) -> Env:
+def build_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> Env:
+    """The training environment; with `progress` (a RunProgress) every rollout call, training or held-out, is a
+    phase bar advanced per finished episode."""
     if cfg.data.source == "toy":
         from swe_rl.train.toy import ToyRollouter, toy_sampler, toy_tasks
 
-        return Env(ToyRollouter(model, tok), toy_tasks(10, stride=2), toy_sampler)
+        toy = ToyRollouter(model, tok)
+        return Env(
+            ProgressRollouter(toy, progress) if progress is not None else toy,
+            toy_tasks(10, stride=2),
+            toy_sampler,
+        )
     from swe_rl.policy.hf import HFLocalPolicy
     from swe_rl.tasks.generator import generate_tasks, sample_batch
     from swe_rl.train.env import PipelineRollouter, SandboxSlots, demo_agent_config
@@ -65,12 +79,19 @@ def build_env(cfg: TrainConfig, model: Any, tok: Any) -> Env:
     agent_cfg = demo_agent_config(prompts_dir(), max_new_tokens=r.max_new_tokens, max_steps=r.max_turns,
                                   temperature=r.temperature)  # fmt: skip
     slots = SandboxSlots(r.slots, cfg.sandbox)
+    tally = EpisodeTally()  # finished and resolved episodes of the running rollout call, for the bars
+    grader, counted = CountingGrader(slots, tally=tally), CountingSlots(slots, tally)
     policy = HFLocalPolicy(model, tok, max_batch=r.max_batch)
-    rollouter = PipelineRollouter(policy, tok, agent_cfg, slots, model=model)
+    rollouter: Any = PipelineRollouter(policy, tok, agent_cfg, counted, grader, model=model)
     d = cfg.data
     tasks = generate_tasks(d.n_train, "train", d.seed, d.n_funcs)
     held = generate_tasks(cfg.eval.n_tasks, "held_out", d.seed, d.n_funcs)
-    evaluator = HeldOutEval(rollouter, held, sampled=cfg.eval.sampled)
+    held_roll = (
+        ProgressRollouter(rollouter, progress, "held-out", tally) if progress is not None else rollouter
+    )
+    evaluator = HeldOutEval(held_roll, held, sampled=cfg.eval.sampled)
+    if progress is not None:
+        rollouter = ProgressRollouter(rollouter, progress, tally=tally)
 
     def close() -> None:
         slots.run(policy.close())  # the batching worker lives on the slots' loop: stop it there first
@@ -79,23 +100,28 @@ def build_env(cfg: TrainConfig, model: Any, tok: Any) -> Env:
     return Env(rollouter, tasks, sample_batch, evaluator, close=close)
 
 
-def train_command(config_files: list[str | Path], overrides: list[str], resume: bool) -> RunDir:
-    """Load the config, train, evaluate on held-out tasks at the end; returns the run directory."""
+def train_command(
+    config_files: list[str | Path], overrides: list[str], resume: bool, console: Any = None
+) -> RunDir:
+    """Load the config, train, evaluate on held-out tasks at the end; returns the run directory. Progress bars
+    (plain lines when not on a terminal) go to `console` (default: stderr)."""
     from swe_rl.config import load_config
+    from swe_rl.rollout.progress import RunProgress
     from swe_rl.train.loop import train
 
     cfg = load_config(TrainConfig, files=config_files, overrides=overrides)
     run = RunDir.create(cfg.out_dir, cfg.name)
     run.save_config(cfg)
     model, tok = load_policy_model(cfg)
-    env = build_env(cfg, model, tok)
-    try:
-        state = train(cfg, run, model, tok, env.rollouter, env.tasks, sample_tasks=env.sample_tasks,
-                      evaluate=env.evaluator, resume=resume)  # fmt: skip
-        if env.evaluator is not None and not (cfg.eval.every and state.step % cfg.eval.every == 0):
-            final = env.evaluator(state.step)
-            run.log_metrics(state.step, {f"eval/{k}": v for k, v in final.items()})
-    finally:
-        env.close()
+    with RunProgress(console) as bars:
+        env = build_env(cfg, model, tok, bars)
+        try:
+            state = train(cfg, run, model, tok, env.rollouter, env.tasks, sample_tasks=env.sample_tasks,
+                          evaluate=env.evaluator, resume=resume, on_step=step_progress(bars, cfg.steps))  # fmt: skip
+            if env.evaluator is not None and not (cfg.eval.every and state.step % cfg.eval.every == 0):
+                final = env.evaluator(state.step)
+                run.log_metrics(state.step, {f"eval/{k}": v for k, v in final.items()})
+        finally:
+            env.close()
     print(f"train: {state.step} steps, metrics in {run.metrics}, checkpoints in {run.checkpoints}")
     return run

@@ -81,10 +81,10 @@ def flawed_task_ids(task_ids: list[str], fraction: float, seed: int) -> frozense
     return frozenset(random.Random(f"flawed|{seed}").sample(sorted(task_ids), k))
 
 
-def load_or_make_transcripts(cfg: SFTConfig, path: Path) -> list[dict[str, Any]]:
+def load_or_make_transcripts(cfg: SFTConfig, path: Path, progress: Any = None) -> list[dict[str, Any]]:
     """Demonstrations from the cache, or played now through the real tools (and cached): the expert's verified
     solutions (reward 1), and for the `flawed_fraction` of tasks the flawed expert's verified failures (reward 0,
-    marked "flawed": true in the cache)."""
+    marked "flawed": true in the cache). `progress`: a RunProgress that shows the episodes played."""
     from swe_rl.policy.tiny import build_tokenizer
     from swe_rl.tasks.generator import generate_tasks
     from swe_rl.train.env import SandboxSlots, demo_agent_config
@@ -101,6 +101,7 @@ def load_or_make_transcripts(cfg: SFTConfig, path: Path) -> list[dict[str, Any]]
         # A provisional tokenizer: transcripts are text, re-encoded later with the trained tokenizer.
         agent_cfg = demo_agent_config(prompts_dir(), max_new_tokens=512)
         slots = SandboxSlots(cfg.slots, cfg.sandbox)
+        bar = progress.add("expert episodes", len(todo), every_s=0) if progress is not None else None
 
         async def play() -> None:
             try:
@@ -115,17 +116,30 @@ def load_or_make_transcripts(cfg: SFTConfig, path: Path) -> list[dict[str, Any]]
                                 tr = transcript(t) | ({"flawed": True} if is_flawed else {})
                                 f.write(json.dumps(tr) + "\n")
                                 have.append(tr)
-                    print(f"expert episodes: {min(i + 64, len(todo))}/{len(todo)}", flush=True)
+                    if bar is not None:
+                        progress.update(bar, completed=min(i + 64, len(todo)), kept=str(len(have)))
+                    else:
+                        print(f"expert episodes: {min(i + 64, len(todo))}/{len(todo)}", flush=True)
             finally:
                 await slots.aclose()
 
         asyncio.run(play())
+        if bar is not None:
+            progress.finish(bar)
     keep = {(t.instance_id, t.instance_id in flawed) for t in tasks}
     return [t for t in have if (t["task_id"], bool(t.get("flawed"))) in keep]
 
 
-def run_sft(cfg: SFTConfig) -> Path:
-    """Train and save; returns the folder holding model + tokenizer (runs/<name>/checkpoints/sft)."""
+def run_sft(cfg: SFTConfig, console: Any = None) -> Path:
+    """Train and save; returns the folder holding model + tokenizer (runs/<name>/checkpoints/sft). Progress bars
+    (plain lines when not on a terminal) go to `console` (default: stderr)."""
+    from swe_rl.rollout.progress import RunProgress
+
+    with RunProgress(console) as bars:
+        return _run_sft(cfg, bars)
+
+
+def _run_sft(cfg: SFTConfig, bars: Any) -> Path:
     import torch
 
     from swe_rl.policy.tiny import build_tiny_model
@@ -137,7 +151,7 @@ def run_sft(cfg: SFTConfig) -> Path:
     run = RunDir.create(cfg.out_dir, cfg.name)
     run.save_config(cfg)
     cache = Path(cfg.transcripts) if cfg.transcripts else run.root / "expert.jsonl"
-    trs = load_or_make_transcripts(cfg, cache)
+    trs = load_or_make_transcripts(cfg, cache, bars)
     if not trs:
         raise RuntimeError(f"no verified expert transcripts in {cache}")
     if cfg.model.init:  # continue training a checkpoint (its tokenizer, so token ids keep their meaning)
@@ -157,7 +171,7 @@ def run_sft(cfg: SFTConfig) -> Path:
     mean_len = sum(len(d[0]) for d in data) / len(data)
     print(f"sft: {len(data)} demonstrations ({n_flawed} by the flawed expert), mean {mean_len:.0f} tokens, "
           f"model {n_params / 1e6:.2f}M params", flush=True)  # fmt: skip
-    train_sft(model, tok, data, cfg, run)
+    train_sft(model, tok, data, cfg, run, bars)
     out = run.checkpoints / "sft"
     from swe_rl.policy.tiny import save_tokenizer
 
@@ -168,9 +182,15 @@ def run_sft(cfg: SFTConfig) -> Path:
 
 
 def train_sft(
-    model: Any, tok: Any, data: list[tuple[list[int], list[int]]], cfg: SFTConfig, run: RunDir
+    model: Any,
+    tok: Any,
+    data: list[tuple[list[int], list[int]]],
+    cfg: SFTConfig,
+    run: RunDir,
+    progress: Any = None,
 ) -> None:
-    """Masked next-token cross-entropy (policy tokens only), token-mean over the batch."""
+    """Masked next-token cross-entropy (policy tokens only), token-mean over the batch. `progress`: a RunProgress
+    (a bar of SFT steps with the loss; else a printed line every `log_every` steps)."""
     import torch
 
     from swe_rl.agent.trajectory import Trajectory
@@ -187,6 +207,7 @@ def train_sft(
 
     model.train()
     t0, acc = time.monotonic(), 0.0
+    bar = progress.add("SFT steps", cfg.steps) if progress is not None else None
     for step in range(cfg.steps):
         picks = [data[rng.randrange(len(data))] for _ in range(cfg.batch)]
         batch = collate([Trajectory("sft", token_ids=i, loss_mask=m) for i, m in picks], tok.pad_token_id)
@@ -199,13 +220,17 @@ def train_sft(
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         acc += float(loss.detach())
-        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
-            k = (step % cfg.log_every) + 1
+        logged = (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps
+        k = (step % cfg.log_every) + 1  # steps in this logging window
+        if bar is not None:
+            progress.update(bar, completed=step + 1, log=logged, loss=f"{acc / k:.4f}")
+        if logged:
             run.log_metrics(step + 1, {"sft_loss": acc / k, "grad_norm": float(gn), "lr": lr_at(step),
                                        "elapsed_s": time.monotonic() - t0})  # fmt: skip
-            print(
-                f"sft step {step + 1}/{cfg.steps} loss {acc / k:.4f} ({time.monotonic() - t0:.0f}s)",
-                flush=True,
-            )
+            if bar is None:
+                print(
+                    f"sft step {step + 1}/{cfg.steps} loss {acc / k:.4f} ({time.monotonic() - t0:.0f}s)",
+                    flush=True,
+                )
             acc = 0.0
     model.eval()

@@ -1,0 +1,56 @@
+"""`swe-rl train` / `swe-rl demo` are never silent: every RL step, rollout call and held-out evaluation shows up on
+the progress console (plain lines here, where the console is not a terminal)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from rich.console import Console
+
+
+def lines_of(buf: io.StringIO) -> list[str]:
+    return [ln.split(" · elapsed")[0] for ln in buf.getvalue().splitlines()]
+
+
+def test_train_shows_each_step_with_its_reward(tmp_path):
+    from swe_rl.train.run import train_command
+
+    buf = io.StringIO()
+    overrides = [f"out_dir={tmp_path}", "data.source=toy", "steps=3", "save_every=0", "log_trajectories=0",
+                 "rollout.tasks_per_step=4", "rollout.n_samples=4", "model.size=tiny"]  # fmt: skip
+    run = train_command([], overrides, resume=False, console=Console(file=buf, width=200))
+    rows = [json.loads(x) for x in run.metrics.read_text().splitlines()]
+    lines = lines_of(buf)
+    steps = [ln for ln in lines if ln.startswith("RL steps")]
+    assert steps == [
+        f"RL steps {r['step']}/3 · reward {r['reward_mean']:.2f} · resolved {r['resolve_rate']:.0%} · "
+        f"step {r['time_step_s']:.0f}s"
+        for r in rows
+    ]
+    assert sum(ln.startswith("rollouts 16/16 · resolved ") for ln in lines) == 3  # one rollout phase per step
+
+
+@pytest.mark.docker
+def test_demo_shows_rl_steps_held_out_and_micro_suite(tmp_path, capfd):
+    """A tiny `swe-rl demo` (shipped SFT checkpoint, real sandboxes and tests): each phase prints progress."""
+    from swe_rl.config import load_config
+    from swe_rl.train.demo import DemoConfig, run_demo
+
+    cfg = load_config(DemoConfig, files=["configs/demo.yaml"], overrides=[
+        f"out_dir={tmp_path}", "micro_limit=1", "train.steps=1", "train.save_every=1",
+        "train.rollout.tasks_per_step=2", "train.rollout.n_samples=2", "train.rollout.slots=2",
+        "train.rollout.max_turns=2", "train.eval.every=1", "train.eval.n_tasks=2", "train.eval.sampled=1",
+    ])  # fmt: skip
+    buf = io.StringIO()
+    report = run_demo(cfg, console=Console(file=buf, width=200))
+    lines = lines_of(buf)
+    for phase in ("held-out greedy 2/2 · resolved", "held-out T=1 2/2 · resolved", "rollouts 4/4 · resolved"):
+        assert any(ln.startswith(phase) for ln in lines), (phase, lines)
+    assert any(ln.startswith("RL steps 1/1 · reward") and "held-out" in ln for ln in lines), lines
+    # the episodes count up as they are graded, not only when the call returns
+    assert any(ln.startswith("held-out greedy 1/2") for ln in lines), lines
+    err = capfd.readouterr()
+    assert "micro-suite evaluation" in err.out and "rollouts 1/1 · resolved" in err.err  # the harness's bar
+    assert report.is_file()
