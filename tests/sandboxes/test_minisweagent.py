@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 pytest.importorskip("minisweagent")
 
 from minisweagent.agents.default import DefaultAgent
+from minisweagent.config import get_config_from_spec
 from minisweagent.environments import get_environment
 from minisweagent.models.test_models import DeterministicModel, make_output
 
@@ -73,3 +76,59 @@ def test_environment_class_from_minisweagent_config():
         assert info["submission"] == f"hi from {env.sandbox.sandbox.root}/scratch/w\n"
     finally:
         env.cleanup()
+
+
+@pytest.mark.docker
+def test_shipped_swebench_config_episode(sbx_cfg, sbx_docker_client):
+    """mini-swe-agent's own swebench.yaml (agent templates, environment section with interpreter/env/cwd, model
+    observation template) drives a scripted fix of a micro task in a DockerSandbox at /testbed."""
+    config = get_config_from_spec("swebench.yaml")
+    env_cfg = config["environment"] | {
+        "environment_class": "sandboxes.adapters.minisweagent.SandboxEnvironment",
+        "sandbox": sbx_cfg(workdir="/testbed").model_dump(),
+        "container_timeout": "20m",
+    }
+    env = get_environment(env_cfg)
+    try:
+        labels = sbx_docker_client.api.inspect_container(env.sandbox.id)["Config"]["Labels"]
+        assert abs(float(labels["sandboxes.expires_at"]) - time.time() - 1200) < 120  # container_timeout
+        setup = "printf 'def add(a, b):\\n    return a - b\\n' > calc.py && git init -q && git add . && git commit -qm i"
+        assert env.execute({"command": setup})["returncode"] == 0  # what env_startup_command would do
+        fix = "sed -i 's/a - b/a + b/' calc.py && python3 -c 'import calc; assert calc.add(2, 3) == 5' && echo ok $PAGER"
+        model = DeterministicModel(
+            outputs=[
+                make_output("fix it", [{"command": fix}]),
+                make_output(
+                    "submit", [{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"}]
+                ),
+            ],
+            observation_template=config["model"]["observation_template"],
+        )
+        agent = DefaultAgent(model, env, **config["agent"])
+        info = agent.run("add() subtracts")
+    finally:
+        env.cleanup()
+    assert info["exit_status"] == "Submitted"
+    assert "-    return a - b\n+    return a + b" in info["submission"]
+    fixed = [m["content"] for m in agent.messages if m["role"] in ("user", "tool")][-1]
+    assert "<returncode>0</returncode>" in fixed and "ok cat" in fixed  # the config's env (PAGER=cat)
+    assert "add() subtracts" in agent.messages[1]["content"]  # the shipped instance template rendered
+
+
+def test_interpreter_and_forward_env(monkeypatch):
+    monkeypatch.setenv("SBX_FORWARDED", "from-host")
+    py = SandboxEnvironment(sandbox=LocalSandboxConfig().model_dump(), interpreter=["python3", "-c"])
+    sh = SandboxEnvironment(
+        sandbox=LocalSandboxConfig().model_dump(), forward_env=["SBX_FORWARDED", "SBX_UNSET"], env={"B": "b"}
+    )
+    try:
+        out = py.execute({"command": "import sys; print(sys.version_info[0]); sys.exit(3)"})
+        assert (out["output"], out["returncode"]) == ("3\n", 3)  # a non-bash interpreter gets the command
+        out = sh.execute({"command": 'echo "$SBX_FORWARDED ${SBX_UNSET-none} $B"'})
+        assert out["output"] == "from-host none b\n"
+        assert sh.get_template_vars(extra=1)["forward_env"] == ["SBX_FORWARDED", "SBX_UNSET"]
+    finally:
+        py.cleanup()
+        sh.cleanup()
+    with pytest.raises(ValueError, match="run_args"):
+        SandboxEnvironment(sandbox=LocalSandboxConfig().model_dump(), run_args=["--privileged"])
