@@ -123,8 +123,11 @@ def run_preflight(
         checks.append(Check("logger", True, "; ".join(logger_summary(cfg, environ))))
     started = not ray.is_initialized()
     if started:
-        local = {} if cfg.cluster.ray_address else {"include_dashboard": False}  # a throwaway local Ray
-        ray.init(address=cfg.cluster.ray_address, runtime_env=build_runtime_env(cfg, environ), **local)
+        runtime_env = build_runtime_env(cfg, environ)
+        if cfg.cluster.ray_address:
+            ray.init(address=cfg.cluster.ray_address, runtime_env=runtime_env)
+        else:  # a throwaway local Ray
+            ray.init(runtime_env=runtime_env, include_dashboard=False)
     try:
         checks.append(gpu_check(cfg, ray.cluster_resources()))
         files = [agent_func_path(), str(Path(cfg.data.prompt_dataset).resolve())]
