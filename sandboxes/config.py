@@ -56,6 +56,9 @@ class WarmPoolConfig(StrictConfig):
     max_filling: int = Field(default=2, ge=1)  # pool starts in flight per image (the host cap applies)
     reuse: bool = False  # give a used sandbox back to the pool after restoring and verifying its whole state
     max_idle: float = Field(default=900.0, gt=0)  # seconds a sandbox may wait idle; its TTL is ttl + max_idle
+    refill: Literal["always", "expected"] = (
+        "always"  # keep `size` idle per image seen, or only announced ones
+    )
 
 
 class SandboxBackendConfig(StrictConfig):

@@ -2,8 +2,10 @@
 
 `pool.sandbox(image)` is an unstarted `Sandbox` whose `start()` takes an idle sandbox of that image (or starts one
 cold when none is idle) and whose `close()` gives it back: the pool closes it, or, with `reuse: true`, restores
-its whole state (sandboxes/restore.py) and keeps it only when the restore verified. Every hand-out triggers a
-refill. Idle sandboxes are started with TTL `ttl + max_idle` and handed out only while at least `ttl` is left,
+its whole state (sandboxes/restore.py) and keeps it only when the restore verified. What is kept ready per image:
+`refill: always` keeps `size` idle for every image asked for; `refill: expected` pre-starts only hand-outs
+announced with `expect(image, n)` (or `warm`), up to `size`: with one image per task (SWE-bench) a sandbox kept
+for every image seen would mostly be started for nothing. Idle sandboxes are started with TTL `ttl + max_idle` and handed out only while at least `ttl` is left,
 so a sandbox from the pool lives as long as a cold one. `close()` drains the pool (the janitor covers exits).
 
 A pool belongs to one event loop (the shell streams do); used from a new loop, it drops what the old one held.
@@ -40,6 +42,7 @@ class WarmPool:
         self._labels = {"sandboxes.pool": "1", **dict(labels or {})}
         self._idle: dict[str, deque[DockerSandbox]] = {}
         self._filling: dict[str, int] = {}
+        self._demand: dict[str, int] = {}  # image -> hand-outs announced with expect() and not yet taken
         self._tasks: set[asyncio.Task[Any]] = set()  # fills in flight
         self._closing: set[asyncio.Task[Any]] = set()  # closes of stale or surplus sandboxes
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -47,17 +50,25 @@ class WarmPool:
         self._closed = False
         self.stats = {"hits": 0, "misses": 0, "reused": 0, "not_restored": 0, "stale": 0, "fill_failed": 0}
 
-    def sandbox(self, image: str | None = None) -> PooledSandbox:
-        """An unstarted Sandbox served by this pool (`async with pool.sandbox(img) as sb:`)."""
-        return PooledSandbox(self, image or self.config.image)
+    def sandbox(self, image: str | None = None, *, then_expect: int = 0) -> PooledSandbox:
+        """An unstarted Sandbox served by this pool (`async with pool.sandbox(img) as sb:`); `then_expect`: once
+        it is started, announce that many more hand-outs of the image (e.g. the grading sandbox of an episode)."""
+        return PooledSandbox(self, image or self.config.image, then_expect)
+
+    def expect(self, image: str, n: int = 1) -> None:
+        """Announce `n` hand-outs of `image` to come: pre-start them (up to `size` idle). Call on the pool's loop."""
+        self._bind()
+        self._demand[image] = self._demand.get(image, 0) + n
+        self._refill(image)
 
     def idle(self, image: str | None = None) -> int:
         return len(self._idle.get(image or self.config.image, ()))
 
     async def warm(self, images: list[str], *, wait: bool = True, timeout: float = 300.0) -> None:
-        """Start filling for `images`; with `wait`, return once each has `size` idle sandboxes (or timeout)."""
-        await self._bind()
+        """Fill `images` to `size` idle sandboxes; with `wait`, return once they are (or at the timeout)."""
+        self._bind()
         for image in images:
+            self._demand[image] = max(self._demand.get(image, 0), self.pool_cfg.size)
             self._refill(image)
         deadline = time.monotonic() + timeout
         while wait and time.monotonic() < deadline:
@@ -69,7 +80,8 @@ class WarmPool:
         """A started, never-used (or verified-restored) sandbox of `image`: idle if there is one, else cold."""
         if self._closed:
             raise SandboxError("the warm pool is closed")
-        await self._bind()
+        self._bind()
+        self._demand[image] = max(self._demand.get(image, 0) - 1, 0)
         idle = self._idle.setdefault(image, deque())
         try:
             while idle:
@@ -151,13 +163,14 @@ class WarmPool:
                 sb._janitor.hold(ref.id, self.config.docker_host)
         return self._refs[image]
 
-    async def _bind(self) -> None:
+    def _bind(self) -> None:
         loop = asyncio.get_running_loop()
         if self._loop is loop:
             return
         stale = [sb for q in self._idle.values() for sb in q]  # their shell streams belong to the old loop
         self._loop, self._idle, self._filling, self._tasks, self._closing = loop, {}, {}, set(), set()
-        await asyncio.gather(*(sb.close() for sb in stale), return_exceptions=True)
+        for sb in stale:
+            self._spawn(sb.close(), closing=True)
 
     def _spawn(self, coro: Any, *, closing: bool = False) -> None:
         """Run `coro` in the background: fills are cancelled at close, closes are waited for."""
@@ -170,8 +183,9 @@ class WarmPool:
         if self._closed:
             return
         cfg = self.pool_cfg
+        want = cfg.size if cfg.refill == "always" else min(cfg.size, self._demand.get(image, 0))
         while (
-            len(self._idle.get(image, ())) + self._filling.get(image, 0) < cfg.size
+            len(self._idle.get(image, ())) + self._filling.get(image, 0) < want
             and self._filling.get(image, 0) < cfg.max_filling
         ):
             self._filling[image] = self._filling.get(image, 0) + 1
@@ -199,8 +213,8 @@ class WarmPool:
 class PooledSandbox:
     """The `Sandbox` protocol over a pool: `start()` acquires, `close()` releases; the rest is the inner box."""
 
-    def __init__(self, pool: WarmPool, image: str) -> None:
-        self._pool, self.image = pool, image
+    def __init__(self, pool: WarmPool, image: str, then_expect: int = 0) -> None:
+        self._pool, self.image, self._then_expect = pool, image, then_expect
         self._sb: DockerSandbox | None = None
         self.id = f"pooled-{image}"
 
@@ -214,6 +228,8 @@ class PooledSandbox:
         if self._sb is None:
             self._sb = await self._pool.acquire(self.image)
             self.id = self._sb.id
+            if self._then_expect:
+                self._pool.expect(self.image, self._then_expect)
 
     async def close(self) -> None:
         sb, self._sb = self._sb, None

@@ -6,6 +6,7 @@ of a served one), its sandbox factory and its grader. Calling the spec returns t
 
 from __future__ import annotations
 
+import copy
 import uuid
 from typing import Any
 
@@ -49,14 +50,23 @@ def _sized(cfg: Any, ttl: float | None) -> Any:
 
 class TaskSandboxFactory:
     """SandboxFactory: a sandbox at the task's image (the config's image when the task names none), from the warm
-    pool when `warm_pool.size` > 0 (Docker). `aclose()` drains that pool."""
+    pool when `warm_pool.size` > 0 (Docker). With `expect_grading`, taking an episode's sandbox announces its
+    grading sandbox to the pool, which starts it while the agent works; `grading()` is the grader's factory."""
 
-    def __init__(self, sandbox_cfg: Any, run_id: str | None = None, *, ttl: float | None = None):
+    def __init__(
+        self,
+        sandbox_cfg: Any,
+        run_id: str | None = None,
+        *,
+        ttl: float | None = None,
+        expect_grading: bool = False,
+    ):
         from sandboxes.config import DockerSandboxConfig, parse_sandbox_config
 
         self.cfg = _sized(parse_sandbox_config(sandbox_cfg), ttl)
         self.run_id = run_id
         self.pool: Any = None
+        self._then_expect = int(expect_grading)
         if isinstance(self.cfg, DockerSandboxConfig) and self.cfg.warm_pool.size > 0:
             from sandboxes.pool import WarmPool
 
@@ -66,9 +76,15 @@ class TaskSandboxFactory:
         from sandboxes.config import make_sandbox
 
         if self.pool is not None:
-            return self.pool.sandbox(task.image or None)
+            return self.pool.sandbox(task.image or None, then_expect=self._then_expect)
         labels = {"swe-rl.task": task.instance_id}
         return make_sandbox(self.cfg, image=task.image or None, run_id=self.run_id, labels=labels)
+
+    def grading(self) -> TaskSandboxFactory:
+        """The same sandboxes and pool, without announcing further hand-outs."""
+        view = copy.copy(self)
+        view._then_expect = 0
+        return view
 
     async def aclose(self) -> None:
         if self.pool is not None:
@@ -118,7 +134,8 @@ class RolloutSpec(StrictModel):
             raise ConfigError(
                 f"pool.warm_sandboxes needs the docker sandbox backend, not {self.sandbox['backend']!r}"
             )
-        warm = dict(self.sandbox.get("warm_pool") or {})
+        # refill "expected": one image per task, so only the announced grading sandboxes are worth pre-starting
+        warm = {"refill": "expected", **(self.sandbox.get("warm_pool") or {})}
         warm |= {k: v for k, v in (("size", size), ("reuse", reuse)) if v is not None}
         return self.model_copy(update={"sandbox": {**self.sandbox, "warm_pool": warm}})
 
@@ -145,11 +162,11 @@ class RolloutSpec(StrictModel):
 
     def __call__(self) -> EpisodeContext:
         ttl = episode_ttl(self.agent, self.grade_timeout_s, self.ttl_margin_s) if self.size_ttl else None
-        factory = task_sandbox_factory(self.sandbox, self.run_id, ttl=ttl)
+        factory = TaskSandboxFactory(self.sandbox, self.run_id, ttl=ttl, expect_grading=self.grade)
         return EpisodeContext(
             policy=self.policy.build(),
             sandbox_factory=factory,
             agent_cfg=self.agent,
-            reward_fn=grading_reward_fn(factory, self.grade_timeout_s) if self.grade else None,
+            reward_fn=grading_reward_fn(factory.grading(), self.grade_timeout_s) if self.grade else None,
             aclose=factory.aclose,
         )
