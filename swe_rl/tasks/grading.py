@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import secrets
+import shlex
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +30,7 @@ from sandboxes.base import (
     SandboxStartError,
     SandboxTimeoutError,
 )
+from swe_rl.tasks.integrity import harness_paths, log_violations, patched_paths, restore_script
 from swe_rl.tasks.reward import RewardResult
 from swe_rl.tasks.task import Task
 
@@ -37,7 +40,10 @@ SandboxFactory = Callable[[Task], Sandbox]
 WORKDIR = "/testbed"
 PATCH_FILE = "/tmp/patch.diff"  # swebench's CONTAINER_PATCH_FILE
 EVAL_FILE = "/eval.sh"
-EVAL_OUTPUT = "/tmp/swe_rl_eval_output.txt"  # full log read back as a file: exec output is capped
+EVAL_OUTPUT = (
+    "/tmp/swe_rl_eval_output"  # + a random suffix: the full log, read back as a file (exec output is capped)
+)
+GOLD_FILE = "/tmp/swe_rl_gold.diff"  # the gold patch, when its hunks for test-harness files are re-applied
 LOG_KEEP = 200_000  # characters of test output kept in RewardResult.log (head + tail)
 EVAL_TIMEOUT = 1800.0  # seconds; swebench's default --timeout
 
@@ -69,6 +75,10 @@ def eval_script_for(task: Task) -> str:
         return script
     lines = ["#!/bin/bash", "set -uxo pipefail", f"cd {WORKDIR}"]
     if task.test_patch.strip():
+        # as SWE-bench's scripts do: the test patch's files back at the base commit first, so that the agent's
+        # edits to (or deletion of) the tests never count
+        files = " ".join(shlex.quote(p) for p in patched_paths(task.test_patch))
+        lines.append(f"git checkout {task.base_commit or 'HEAD'} -- {files} 2>/dev/null || true")
         lines += ["git apply -v - <<'EOF_114329324912'", task.test_patch.rstrip("\n"), "EOF_114329324912"]
     lines += [f": '{START_TEST_OUTPUT}'", script.strip(), f": '{END_TEST_OUTPUT}'", ""]
     return "\n".join(lines)
@@ -144,15 +154,33 @@ def _no_exit_status(res: ExecResult, log: str) -> None:
         raise _Interrupted(log)
 
 
+async def restore_harness(sb: Sandbox, task: Task, patch: str) -> list[str]:
+    """Reset the test-harness files the patch touches to base + gold (swe_rl.tasks.integrity); the paths."""
+    paths = harness_paths(patch)
+    if not paths:
+        return []
+    gold_paths = [p for p in patched_paths(task.patch) if p in paths]
+    if gold_paths:
+        await sb.write_file(GOLD_FILE, task.patch)
+    script = restore_script(paths, task.base_commit or "HEAD", GOLD_FILE, gold_paths)
+    res = await sb.exec(script, cwd=WORKDIR, timeout=300)
+    _no_exit_status(res, res.output)
+    if res.exit_code != 0:
+        raise SandboxError(f"could not restore the test harness files {sorted(paths)}: {res.output[-500:]}")
+    return sorted(paths)
+
+
 async def _run_eval(sb: Sandbox, task: Task, timeout: float) -> tuple[str, bool]:
     from swebench.harness.utils import make_test_spec
 
     spec = make_test_spec(instance_dict(task))
     await sb.write_file(EVAL_FILE, spec.eval_script)
-    # to a file, read back whole: exec output is capped (head + tail) and the parser needs every result line
-    res = await sb.exec(f"/bin/bash {EVAL_FILE} > {EVAL_OUTPUT} 2>&1", timeout=timeout)
+    # to a file, read back whole: exec output is capped (head + tail) and the parser needs every result line;
+    # a fresh name per run, so that no patch can know in advance where to write a fake log
+    out = f"{EVAL_OUTPUT}_{secrets.token_hex(8)}.txt"
+    res = await sb.exec(f"/bin/bash {EVAL_FILE} > {out} 2>&1", timeout=timeout)
     try:
-        log = (await sb.read_file(EVAL_OUTPUT)).decode(errors="replace")
+        log = (await sb.read_file(out)).decode(errors="replace")
     except FileNotFoundError:  # the redirect never happened: the shell itself failed
         log = res.output
     if not res.timed_out:  # a cut-short log would read as failing tests: no verdict instead
@@ -225,6 +253,7 @@ async def _grade_once(
             if not applied:
                 tests = {"patch_exists": True, "patch_successfully_applied": False, "resolved": False}
                 return RewardResult(0.0, False, tests, _cap(apply_log), None)
+            restored = await restore_harness(sb, task, patch)
             log, timed_out = await _run_eval(sb, task, timeout)
     except SandboxStartError as e:
         missing = await _image_missing(task)
@@ -248,6 +277,10 @@ async def _grade_once(
     report["empty_patch"] = not patch.strip()
     if report.get("infra_failure"):
         return _infra(f"environment:{report.get('infra_failure_reason', 'unknown')}", log, report)
+    violations = log_violations(log, task.log_parser)
+    report["integrity"] = {"harness_restored": restored, "violations": violations}
+    if violations:  # the log does not describe the run that happened: never a reward
+        report["resolved"] = False
     resolved = bool(report["resolved"])
     return RewardResult(1.0 if resolved else 0.0, resolved, report, _cap(log), None)
 
