@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import secrets
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.trajectory import Trajectory
+from swe_rl.tasks.integrity import harness_paths, log_violations, restore_script
 from swe_rl.tasks.reward import RewardResult
 from swe_rl.tasks.task import Task
 
@@ -189,8 +191,13 @@ class CachedGrader:
         repo = self.slots.repo_dir
         script = [_write_cmd("/tmp/.swe_rl_grade.diff", patch), f"cd {shlex.quote(repo)}"]
         script.append("git apply /tmp/.swe_rl_grade.diff >/dev/null 2>&1 || { echo PATCH_FAILED; exit 0; }")
+        # the patch's conftest.py / pytest config / shadowing modules reset: the task's own test harness judges
+        script.append(restore_script(harness_paths(patch), "HEAD", None, []).strip() or "true")
+        # the test files end by printing a fresh token: a run cut short (a patch that prints PASSED lines and
+        # exits at import) does not print it
+        done = f"swe-rl-tests-done-{secrets.token_hex(8)}"
         for p, t in task.metadata.get("test_files", {}).items():
-            script.append(_write_cmd(f"{repo}/{p}", t))
+            script.append(_write_cmd(f"{repo}/{p}", t.rstrip("\n") + f"\nprint({done!r})\n"))
         script.append(task.eval_script)
         async with self.slots.lease(task) as box:
             t0 = asyncio.get_running_loop().time()
@@ -200,6 +207,10 @@ class CachedGrader:
             result = RewardResult(reward=0.0, resolved=False, log=res.output[-2000:], failure=None)
         else:
             ok, tests = _report(task, res.output)
+            tests["violations"] = log_violations(res.output, "parse_log_pytest")  # a tampered log: no reward
+            if task.metadata.get("test_files") and done not in res.output:
+                tests["violations"].append("the test run did not finish")
+            ok = ok and not tests["violations"]
             result = RewardResult(reward=float(ok), resolved=ok, tests=tests, log=res.output[-2000:])
         self.cache[key] = result
         return result
