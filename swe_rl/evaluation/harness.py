@@ -135,6 +135,7 @@ def official_result(iid: str, report: dict[str, Any], summary: dict[str, Any]) -
 
 def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> None:
     """swebench's run_evaluation over run r's patches, for the instances without a grading record."""
+    from swe_rl.tasks.integrity import check_official
     from swe_rl.tasks.official import run_official
 
     loaded = {t.instance_id: run.load_trajectory(r, t.instance_id) for t in tasks}
@@ -160,6 +161,7 @@ def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> 
         if tr.exit_status != "error":
             if t.instance_id in graded_ids:
                 res = official_result(t.instance_id, reports.get(t.instance_id, {}), summary)
+                res = check_official(res, t, tr.patch)  # a patch-edited conftest.py etc.: no evidence
             else:  # empty patch: unresolved, nothing to run (swebench lists it under empty_patch_ids)
                 res = RewardResult(0.0, False, {"empty_patch": True}, "", None)
             tr.reward, tr.resolved = res.reward, res.resolved

@@ -22,9 +22,11 @@ patch pytest at import time or rewrite the whole log consistently; see sandboxes
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 import sys
+from typing import Any
 
 CONFIG_FILES = frozenset({"pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"})
 # `test` is the standard library's regression-test package but also many repos' test folder: pytest never imports it
@@ -126,3 +128,21 @@ def log_violations(log: str, parser_name: str) -> list[str]:
 def _count(summary: str, word: str) -> int:
     m = re.search(rf"(\d+) {word}\b", summary)
     return int(m.group(1)) if m else 0
+
+
+def untrusted_harness_paths(patch: str | None, gold: str | None) -> list[str]:
+    """Test-harness paths the patch touches that the gold patch does not: the official harness runs them as the
+    patch left them, so its verdict on such a patch is no evidence (`--grader official` labels it)."""
+    gold_paths = set(patched_paths(gold))
+    return sorted(p for p in harness_paths(patch) if p not in gold_paths)
+
+
+def check_official(result: Any, task: Any, patch: str | None) -> Any:
+    """A RewardResult of swebench's official harness, unresolved with an `integrity` entry in its tests when the
+    patch changed test-harness files the gold patch leaves alone (grade with `ours` to judge such patches)."""
+    untrusted = untrusted_harness_paths(patch, task.patch)
+    if not untrusted or not result.resolved:
+        return result
+    tests = dict(result.tests, resolved=False)
+    tests["integrity"] = {"untrusted_harness_files": untrusted, "official_resolved": True}
+    return dataclasses.replace(result, reward=0.0, resolved=False, tests=tests)

@@ -167,3 +167,24 @@ def test_harness_paths_and_log_checks():
     uncounted = real.replace("FAILED tests/a.py::t - assert 1", "PASSED tests/a.py::t")
     assert "summary counts 1 passed" in log_violations(uncounted, "parse_log_pytest")[0]
     assert "appears 2 times" in log_violations(start + real, "parse_log_pytest")[0]
+
+
+@pytest.mark.slow
+async def test_official_harness_is_fooled_and_check_official_labels_it(task, tmp_path):
+    """The hole in the official harness itself (it runs the patch's conftest.py): `--grader official` results
+    go through check_official, which labels such a verdict and does not count it resolved."""
+    from swe_rl.evaluation.harness import official_result
+    from swe_rl.tasks.integrity import check_official
+    from swe_rl.tasks.official import run_official
+
+    patches = await _patches(task.image, {"hack": HACKS["conftest_reports_passed"]}, task.patch)
+    summary, reports = await asyncio.to_thread(
+        run_official, [task], {TASK: patches["hack"]}, tmp_path / "official", run_id="hack"
+    )
+    official = official_result(TASK, reports[TASK], summary)
+    assert official.resolved  # swebench's run_evaluation grades the hack resolved
+    checked = check_official(official, task, patches["hack"])
+    assert not checked.resolved and checked.reward == 0.0
+    assert checked.tests["integrity"]["untrusted_harness_files"] == ["conftest.py"]
+    gold = official_result(TASK, {"resolved": True}, {})
+    assert check_official(gold, task, task.patch) is gold  # the gold patch's verdict is kept
