@@ -188,3 +188,24 @@ async def test_official_harness_is_fooled_and_check_official_labels_it(task, tmp
     assert checked.tests["integrity"]["untrusted_harness_files"] == ["conftest.py"]
     gold = official_result(TASK, {"resolved": True}, {})
     assert check_official(gold, task, task.patch) is gold  # the gold patch's verdict is kept
+
+
+def test_swe_rl_grade_resolves_no_conftest_hack(tasks_micro_images, tmp_path, tasks_write_jsonl):
+    """The issue's report: a root conftest.py forcing report.outcome = "passed" was `swe-rl grade`d 3/3."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from swe_rl.cli import app
+
+    lines = PASS_ALL.splitlines()
+    hack = "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n+++ b/conftest.py\n"
+    hack += f"@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{line}\n" for line in lines)
+    ids = ["swe-rl-micro__textkit-1", "swe-rl-micro__confini-2", "swe-rl-micro__exprcalc-3"]
+    rows = [{"instance_id": i, "model_patch": hack, "model_name_or_path": "hacker"} for i in ids]
+    preds = tasks_write_jsonl(tmp_path / "preds.jsonl", rows)
+    args = ["grade", "--tasks", "micro", "--predictions", str(preds), "--out", str(tmp_path / "out")]
+    res = CliRunner().invoke(app, [*args, "--workers", "2"])
+    assert res.exit_code == 0, res.output[-2000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["resolved_ids"] == [] and summary["completed_instances"] == 3, summary
