@@ -6,7 +6,8 @@ again on exit (an EXIT trap, so `exit N` keeps them too); sessions therefore do 
 `export`, and nothing leaks into the shell itself. Not persisted, as in the sandbox shell: unexported variables,
 functions, aliases, `set` options. The command is syntax-checked first with the sandbox's own `bash -n`
 (BashIncorrectSyntaxError, as swe-rex's local runtime does). A command never outlives its call: a timeout kills
-its process group and raises CommandTimeoutError, so an interrupt afterwards has nothing left to stop. No pty:
+its process group and raises CommandTimeoutError (the session's state is then the last saved one, or what the
+killed command had set when SIGTERM let its trap run), so an interrupt afterwards has nothing left to stop. No pty:
 interactive actions (`is_interactive_command`, `expect`) are refused.
 
 `execute` runs one fresh process (the backend's `exec_once`; no session state), like `subprocess.run`: a list is
@@ -17,6 +18,7 @@ default `exec_timeout`, never unbounded. Infrastructure failures raise the sandb
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import shlex
@@ -142,8 +144,8 @@ class SandboxRuntime(AbstractRuntime):
             raise SwerexException("interactive actions need a pty; the sandboxes runtime has none")
         marker = f"__SWEREX_SYNTAX_{secrets.token_hex(6)}__"
         r = await self._session_exec(self._sessions[action.session], action.command, action.timeout, marker)
-        if r.output.startswith(marker):
-            detail = r.output[len(marker) :].strip()
+        if r.exit_code == 2 and marker in r.output:  # (output of a setsid process may come first)
+            detail = r.output.split(marker, 1)[1].strip()
             raise BashIncorrectSyntaxError(
                 f"Error while checking bash command\n{action.command!r}\n---- Stderr ----\n{detail}",
                 extra_info={"bash_stdout": "", "bash_stderr": detail},
@@ -232,10 +234,10 @@ class SandboxRuntime(AbstractRuntime):
         if self._closed:
             return CloseResponse()
         try:
+            with contextlib.suppress(SandboxError):  # state files (on the host itself with backend: local)
+                await self._call(self.sandbox.exec(f"rm -f -- {q(self._prefix)}-*", timeout=30))
             if self._owns:
                 await self._call(self.sandbox.close())
-            elif self._sessions:
-                await self._call(self.sandbox.exec(f"rm -f -- {q(self._prefix)}-*", timeout=30))
         finally:
             self._sessions.clear()
             self._closed = True
