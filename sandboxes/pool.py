@@ -99,7 +99,7 @@ class WarmPool:
     async def release(self, sb: DockerSandbox) -> None:
         """Take back a used sandbox: restored and kept (reuse on, verified, room left) or closed."""
         idle = self._idle.setdefault(sb.image, deque())
-        keep = self.pool_cfg.reuse and not self._closed and len(idle) < self.pool_cfg.size
+        keep = self.pool_cfg.reuse and not self._closed and len(idle) < self._want(sb.image)
         if keep and asyncio.get_running_loop() is self._loop:
             from sandboxes.restore import restore
 
@@ -110,7 +110,7 @@ class WarmPool:
                     while len(idle) > self.pool_cfg.size:
                         self._spawn(idle.pop().close(), closing=True)
                     return
-            except (SandboxError, OSError):
+            except Exception:  # an engine error mid-restore: the sandbox is closed, like any unverified one
                 pass
             self.stats["not_restored"] += 1
         await sb.close()
@@ -179,14 +179,18 @@ class WarmPool:
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
+    def _want(self, image: str) -> int:
+        """Idle sandboxes of `image` worth having: `size`, or (refill "expected") the announced hand-outs."""
+        cfg = self.pool_cfg
+        return cfg.size if cfg.refill == "always" else min(cfg.size, self._demand.get(image, 0))
+
     def _refill(self, image: str) -> None:
         if self._closed:
             return
-        cfg = self.pool_cfg
-        want = cfg.size if cfg.refill == "always" else min(cfg.size, self._demand.get(image, 0))
+        want = self._want(image)
         while (
             len(self._idle.get(image, ())) + self._filling.get(image, 0) < want
-            and self._filling.get(image, 0) < cfg.max_filling
+            and self._filling.get(image, 0) < self.pool_cfg.max_filling
         ):
             self._filling[image] = self._filling.get(image, 0) + 1
             self._spawn(self._fill_one(image))
