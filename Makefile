@@ -39,6 +39,9 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(UV) pip install -q --python $(PY) $(FIND_LINKS) -c constraints.txt -e ".[dev]"
 	@# OpenRLHF's CPU-importable parts (agent executor, Experience) for the adapter tests; its GPU deps stay out.
 	$(UV) pip install -q --python $(PY) $(FIND_LINKS) --no-deps openrlhf==0.11.2 pylatexenc==2.11
+	@# DeepSpeed (CPU accelerator), peft and torchdata: OpenRLHF's real trainer modules then import on CPU (with the
+	@# tests' CUDA-only fakes for flash-attn and vLLM), so the adapter tests create its Ray actor classes for real.
+	$(UV) pip install -q --python $(PY) $(FIND_LINKS) -c constraints.txt deepspeed==0.19.6 peft==0.21.2 torchdata==0.11.0
 	@$(PY) -c "import torch; assert torch.version.cuda is None or '$(ALLOW_CUDA)', 'expected a CPU torch build'"
 	@touch $@
 

@@ -35,7 +35,7 @@ def upstream_cumulative_returns():
 def make_batch(tasks: int, n: int, tokens: int, turns: int, micro: int):
     from openrlhf.trainer.ppo_utils.experience import Experience
 
-    from swe_rl.train.openrlhf.aem_seam import ENTROPY_ATTR, VALID_KEY
+    from swe_rl.train.openrlhf.aem_seam import VALID_KEY
 
     g = torch.Generator().manual_seed(0)
     total = tasks * n
@@ -45,14 +45,14 @@ def make_batch(tasks: int, n: int, tokens: int, turns: int, micro: int):
         mask[:, 2 * t * seg + 1 : (2 * t + 1) * seg] = True
     perm = torch.randperm(total, generator=g)
     rewards = torch.randint(0, 2, (total,), generator=g).float()
-    exps = []
+    exps, ents = [], []  # ents: the exact (B, A) entropy per micro-batch, as our policy forward returns it
     for start in range(0, total, micro):
         idx = perm[start : start + micro]
         lp = -torch.rand(len(idx), tokens, generator=g) * mask[idx]
-        setattr(lp, ENTROPY_ATTR, torch.rand(len(idx), tokens, generator=g) * 2 * mask[idx])
+        ents.append(torch.rand(len(idx), tokens, generator=g) * 2 * mask[idx])
         exps.append(Experience(action_mask=mask[idx], action_log_probs=lp, rewards=rewards[idx],
                                index=idx.tolist(), info={VALID_KEY: (torch.rand(len(idx), generator=g) > 0.05).float()}))  # fmt: skip
-    return exps
+    return exps, ents
 
 
 def main() -> None:
@@ -67,7 +67,7 @@ def main() -> None:
     from swe_rl.train.openrlhf.config import AemConfig
 
     returns = upstream_cumulative_returns()
-    exps = make_batch(args.tasks, args.n, args.tokens, args.turns, args.micro)
+    exps, ents = make_batch(args.tasks, args.n, args.tokens, args.turns, args.micro)
     t0 = time.perf_counter()
     for e in exps:  # OpenRLHF's per-micro-batch work for group_norm (reward already baseline-subtracted)
         r = torch.zeros(e.action_mask.shape)
@@ -75,7 +75,7 @@ def main() -> None:
         e.advantages = returns(None, r, e.action_mask, 1.0)
     base = time.perf_counter() - t0
     t0 = time.perf_counter()
-    diag = modulate_experiences(exps, args.n, AemConfig())
+    diag = modulate_experiences(exps, args.n, AemConfig(), ents)
     seam = time.perf_counter() - t0
     tokens = args.tasks * args.n * args.tokens
     print(f"batch: {args.tasks}x{args.n} samples x {args.tokens} tokens ({tokens / 1e6:.1f}M), {args.turns} turns, "

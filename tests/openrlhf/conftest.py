@@ -202,3 +202,42 @@ def orl_actor_cls(orl_src):
     assert actor, "upstream moved: class Actor is gone from openrlhf/models/actor.py"
     exec(compile(ast.Module(body=[*helpers, *actor], type_ignores=[]), "openrlhf/models", "exec"), ns)
     return ns["Actor"]
+
+
+@pytest.fixture(scope="session")
+def orl_estimator(orl_src):
+    """upstream(args) -> an object whose `compute_advantages_and_returns(experiences)` is RemoteExperienceMaker's,
+    verbatim from its source with the helpers it calls (its module imports vLLM/DeepSpeed here): `self` carries
+    what the method reads (strategy.args, kl_ctl, advantage_estimator)."""
+    import itertools
+    import logging
+    import types
+    from typing import List, Optional, Tuple, Union  # noqa: UP035 (upstream's annotations)
+
+    import torch
+    from openrlhf.trainer.ppo_utils.experience import Experience
+    from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
+    from openrlhf.trainer.ppo_utils.length_penalty import apply_length_penalties
+
+    em = "trainer/ppo_utils/experience_maker.py"
+    methods = [
+        orl_src.find_def(em, "RemoteExperienceMaker", name)
+        for name in ("compute_advantages_and_returns", "get_advantages_and_returns", "get_cumulative_returns")
+    ]
+    ns = {
+        "torch": torch, "itertools": itertools, "List": List, "Tuple": Tuple, "Union": Union,  # noqa: UP006
+        "Optional": Optional, "Experience": Experience,
+        "apply_length_penalties": apply_length_penalties, "logger": logging.getLogger("upstream"),
+    }  # fmt: skip
+    helper = orl_src.find_def("models/utils.py", None, "compute_reward")
+    cls = ast.ClassDef(name="UpstreamEstimator", bases=[], keywords=[], body=methods, decorator_list=[])
+    exec(compile(ast.fix_missing_locations(ast.Module(body=[helper, cls], type_ignores=[])), em, "exec"), ns)
+
+    def upstream(args):
+        obj = ns["UpstreamEstimator"]()
+        obj.strategy = types.SimpleNamespace(args=args)
+        obj.kl_ctl = FixedKLController(args.algo.kl.init_coef)
+        obj.advantage_estimator = args.algo.advantage.estimator
+        return obj
+
+    return upstream

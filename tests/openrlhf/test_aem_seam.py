@@ -1,27 +1,27 @@
-"""The AEM seam on real OpenRLHF Experience objects with synthetic tensors.
+"""The AEM seam on real OpenRLHF Experience objects with synthetic tensors, and with upstream's own estimator.
 
-`fake_base_advantages` is a named fake for RemoteExperienceMaker.compute_advantages_and_returns, whose module
-imports vLLM/flash-attn/DeepSpeed and cannot load here: like group_norm it writes one advantage per sample on
-its action tokens, and it records the rewards it saw (to check compact filtering runs before it)."""
+`fake_base_advantages` is a named fake for RemoteExperienceMaker.compute_advantages_and_returns (a ten-line
+group_norm) for the α checks; the valid-member tests run upstream's method verbatim (`orl_estimator`) and
+compare with swe_rl.algo's estimators."""
 
 from __future__ import annotations
 
 import math
 import types
+from functools import partial
 
 import pytest
 import torch
 
+from swe_rl.algo.advantages import ESTIMATORS
 from swe_rl.train.openrlhf.aem_seam import (
-    ENTROPY_ATTR,
     FILTER_KEY,
     VALID_KEY,
     EntropyMissingError,
+    advantages_with_seam,
     modulate_experiences,
-    wrap_compute_advantages,
 )
 from swe_rl.train.openrlhf.config import AemConfig
-from swe_rl.train.openrlhf.patch import install_chunked_entropy, patch_experience_maker
 
 N = 4  # samples per prompt
 # Two prompts x 4 samples, split over two micro-batch experiences in shuffled prompt order (as OpenRLHF does).
@@ -51,7 +51,7 @@ def _spans(row: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _batch(orl_experience, valid=None, filtered=None, exact=True, seed=0):
+def _batch(orl_experience, valid=None, filtered=None, seed=0):
     g = torch.Generator().manual_seed(seed)
     exps = []
     for masks, index in ((MASKS, [5, 0, 2, 7]), (MASKS2, [1, 3, 4, 6])):
@@ -63,21 +63,35 @@ def _batch(orl_experience, valid=None, filtered=None, exact=True, seed=0):
         exp = orl_experience(masks, index, [REWARDS[i] for i in index], **info)
         ent = torch.rand(exp.action_mask.shape, generator=g) * 3.0 * exp.action_mask
         exp.action_log_probs = -torch.rand(exp.action_mask.shape, generator=g) * exp.action_mask
-        if exact:
-            setattr(exp.action_log_probs, ENTROPY_ATTR, ent)
         exp._ent = ent  # kept for the reference computation below
         exps.append(exp)
     return exps
 
 
+def _ents(exps):
+    """The exact (B, A) entropy per experience, as our policy forward delivers it to the seam."""
+    return [e._ent for e in exps]
+
+
+def _args(n=N, estimator="group_norm"):
+    return types.SimpleNamespace(
+        rollout=types.SimpleNamespace(n_samples_per_prompt=n), algo=types.SimpleNamespace(estimator=estimator)
+    )
+
+
 def fake_base_advantages(self, experiences):
     """Named fake of the upstream method (see module docstring): group_norm per prompt group."""
-    self.seen_rewards = {i: float(r) for e in experiences for i, r in zip(e.index, e.rewards, strict=True)}
-    r = torch.tensor([self.seen_rewards[i] for i in range(len(self.seen_rewards))]).reshape(-1, N)
+    n = self.strategy.args.rollout.n_samples_per_prompt
+    seen = {i: float(r) for e in experiences for i, r in zip(e.index, e.rewards, strict=True)}
+    r = torch.tensor([seen[i] for i in range(len(seen))]).reshape(-1, n)
     a = ((r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + 1e-9)).reshape(-1)
     for e in experiences:
         e.advantages = a[e.index][:, None] * e.action_mask.float()
     return experiences
+
+
+def _fake_maker(n=N):
+    return types.SimpleNamespace(strategy=types.SimpleNamespace(args=_args(n)))
 
 
 def _reference_alpha(exps, keep, lam=1.0, min_range=0.1):
@@ -114,55 +128,49 @@ def _check_scaled(exps, base, alpha, zeroed=()):
 
 
 def test_alpha_applied_per_span_with_group_statistics(orl_experience):
-    exps = fake_base_advantages(types.SimpleNamespace(), _batch(orl_experience))
+    exps = fake_base_advantages(_fake_maker(), _batch(orl_experience))
     base = [e.advantages.clone() for e in exps]
-    diag = modulate_experiences(exps, N, AemConfig())
+    diag = modulate_experiences(exps, N, AemConfig(), _ents(exps))
     _check_scaled(exps, base, _reference_alpha(exps, {}))
     assert diag["num_spans"] == sum(len(_spans(r)) for r in MASKS + MASKS2)
     assert 0.0 < diag["alpha_min"] < 1.0 < diag["alpha_max"]
     for e in exps:  # per-sample diagnostics: what OpenRLHF's actor logs (sample-weighted) to wandb
         for key in ("aem_alpha_mean", "aem_alpha_min", "aem_alpha_max", "aem_num_spans", "aem_alpha_std"):
             assert e.info[key].shape == (e.action_mask.shape[0],), key
-        assert not hasattr(e.action_log_probs, ENTROPY_ATTR), (
-            "entropy must not travel on to the trainer ranks"
-        )
 
 
 def test_invalid_and_compact_filtered_samples_are_zeroed_and_left_out(orl_experience):
     valid, filtered = {2: 0.0}, {6: 1.0}
     cfg = AemConfig(compact_filter=True)
-    maker = types.SimpleNamespace(
-        strategy=types.SimpleNamespace(
-            args=types.SimpleNamespace(rollout=types.SimpleNamespace(n_samples_per_prompt=N))
-        )
-    )
-    wrapped = wrap_compute_advantages(fake_base_advantages, cfg)
     exps = _batch(orl_experience, valid=valid, filtered=filtered)
     for e in exps:  # filtered sample 6 has reward 0 already; give it 1 to see the pre-step zero it
         e.rewards = torch.where(torch.tensor(e.index) == 6, torch.ones_like(e.rewards), e.rewards)
-    base = [e.advantages for e in fake_base_advantages(types.SimpleNamespace(), _batch(orl_experience))]
-    out = wrapped(maker, exps)
-    assert maker.seen_rewards[6] == 0.0, "compact filtering must zero the reward before the base estimator"
+    maker = _fake_maker()
+    out = advantages_with_seam(
+        partial(fake_base_advantages, maker), exps, maker.strategy.args, cfg, _ents(exps)
+    )
+    # reference base: group_norm over valid members (sample 2 left out) with the filtered reward zeroed first
+    r = torch.tensor([0.0 if i == 6 else REWARDS[i] for i in range(8)])
+    ref = ESTIMATORS["grpo"](r, torch.arange(8) // N, torch.arange(8) != 2, eps=1e-9)
+    base = [ref[e.index][:, None] * e.action_mask.float() for e in out]
     _check_scaled(out, base, _reference_alpha(out, {2: False, 6: False}), zeroed={2, 6})
     zeroed = {i: float(z) for e in out for i, z in zip(e.index, e.info["swe_rl_adv_zeroed"], strict=True)}
     assert zeroed == {i: float(i in (2, 6)) for i in range(8)}
 
 
 def test_flat_entropy_group_keeps_alpha_one(orl_experience):
-    exps = fake_base_advantages(types.SimpleNamespace(), _batch(orl_experience))
-    for e in exps:
-        flat = torch.full(e.action_mask.shape, 0.7) * e.action_mask
-        setattr(e.action_log_probs, ENTROPY_ATTR, flat)
+    exps = fake_base_advantages(_fake_maker(), _batch(orl_experience))
+    flat = [torch.full(e.action_mask.shape, 0.7) * e.action_mask for e in exps]
     base = [e.advantages.clone() for e in exps]
-    diag = modulate_experiences(exps, N, AemConfig())
+    diag = modulate_experiences(exps, N, AemConfig(), flat)
     for e, b0 in zip(exps, base, strict=True):
         torch.testing.assert_close(e.advantages, b0)
     assert diag["frac_groups_range_rule"] == 1.0
 
 
 def test_exact_entropy_missing_fails_loudly_and_surprisal_works_without(orl_experience):
-    exps = fake_base_advantages(types.SimpleNamespace(), _batch(orl_experience, exact=False))
-    with pytest.raises(EntropyMissingError, match="RAY_ENABLE_ZERO_COPY_TORCH_TENSORS"):
+    exps = fake_base_advantages(_fake_maker(), _batch(orl_experience))
+    with pytest.raises(EntropyMissingError, match="install_swe_rl_classes"):
         modulate_experiences(exps, N, AemConfig(entropy_source="exact"))
     base = [e.advantages.clone() for e in exps]
     for e in exps:  # the reference uses −log π(a) as the token "entropy"
@@ -171,30 +179,76 @@ def test_exact_entropy_missing_fails_loudly_and_surprisal_works_without(orl_expe
     _check_scaled(exps, base, _reference_alpha(exps, {}))
 
 
-def test_patch_is_idempotent_on_a_class():
-    class FakeExperienceMaker:  # named fake: the upstream class cannot be imported on CPU
-        compute_advantages_and_returns = fake_base_advantages
-
-    patch_experience_maker(FakeExperienceMaker, AemConfig())
-    first = FakeExperienceMaker.compute_advantages_and_returns
-    patch_experience_maker(FakeExperienceMaker, AemConfig())
-    assert FakeExperienceMaker.compute_advantages_and_returns is first
-    assert first.__wrapped__ is fake_base_advantages
+def _upstream_args(orl_parse, estimator):
+    return orl_parse(
+        ["--actor.model_name_or_path", "m", "--rollout.n_samples_per_prompt", "8", "--algo.kl.init_coef", "0",
+         "--algo.advantage.estimator", estimator, "--train.agent_func_path", "/x/agent.py"]
+    )  # fmt: skip
 
 
-def test_chunked_entropy_swap_in_a_module():
-    def upstream_compute_entropy(logits):  # verbatim body of openrlhf.models.utils.compute_entropy
-        pd = torch.nn.functional.softmax(logits, dim=-1)
-        return torch.logsumexp(logits, dim=-1) - torch.sum(pd * logits, dim=-1)
+def _groups_batch(orl_experience, rewards, valid):
+    """16 samples (2 prompts x 8) in micro-batches of 5 / 6 / 5 in shuffled order, each with 2 action spans."""
+    order = [3, 12, 0, 9, 15, 6, 1, 14, 8, 2, 11, 5, 13, 7, 10, 4]
+    exps, start = [], 0
+    for size in (5, 6, 5):
+        idx = order[start : start + size]
+        masks = [[0, 1, 1, 0, 0, 1, 1, 1] for _ in idx]
+        exp = orl_experience(masks, idx, [rewards[i] for i in idx], **{VALID_KEY: [valid[i] for i in idx]})
+        exp.kl = torch.zeros(exp.action_mask.shape)  # as make_experience leaves it without a reference model
+        exps.append(exp)
+        start += size
+    return exps
 
-    mod = types.ModuleType("fake_openrlhf_models_actor")
-    mod.compute_entropy = upstream_compute_entropy
-    install_chunked_entropy(vars(mod), chunk_size=3)
-    assert mod.compute_entropy is not upstream_compute_entropy
-    logits = torch.randn(2, 7, 50) * 4
-    torch.testing.assert_close(
-        mod.compute_entropy(logits), upstream_compute_entropy(logits), rtol=1e-5, atol=1e-5
+
+@pytest.mark.parametrize(
+    ("estimator", "ours"), [("group_norm", "grpo"), ("rloo", "rloo"), ("dr_grpo", "dr_grpo")]
+)
+def test_upstream_estimator_with_seam_matches_swe_rl_algo(
+    orl_experience, orl_estimator, orl_parse, estimator, ours
+):
+    # prompt 0: 7 solved + 1 sandbox failure; prompt 1: mixed, with one failure and a filtered-looking 0
+    rewards = [1.0] * 7 + [0.0] + [1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0]
+    valid = [1.0] * 7 + [0.0] + [1.0] * 6 + [0.0, 1.0]
+    args = _upstream_args(orl_parse, estimator)
+    maker = orl_estimator(args)
+    exps = _groups_batch(orl_experience, rewards, valid)
+    out = advantages_with_seam(maker.compute_advantages_and_returns, exps, args, AemConfig(enabled=False))
+    want = ESTIMATORS[ours](torch.tensor(rewards), torch.arange(16) // 8, torch.tensor(valid) > 0, eps=1e-9)
+    for e in out:
+        got = e.advantages * e.action_mask  # upstream's returns also fill masked positions before an action
+        torch.testing.assert_close(got, want[e.index][:, None] * e.action_mask, rtol=1e-6, atol=1e-6)
+    if estimator == "group_norm":  # the issue's example: without the fix each solved episode got +0.354
+        assert all(
+            float(e.advantages[b].abs().max()) == 0 for e in out for b, i in enumerate(e.index) if i < 8
+        )
+
+
+def test_all_valid_batch_takes_upstreams_call_unchanged(orl_experience, orl_estimator, orl_parse):
+    args = _upstream_args(orl_parse, "group_norm")
+    rewards = [1.0, 0.0] * 8
+    plain = orl_estimator(args).compute_advantages_and_returns(
+        _groups_batch(orl_experience, rewards, [1.0] * 16)
     )
-    swapped = mod.compute_entropy
-    install_chunked_entropy(vars(mod), chunk_size=3)
-    assert mod.compute_entropy is swapped
+    seam = advantages_with_seam(
+        orl_estimator(args).compute_advantages_and_returns,
+        _groups_batch(orl_experience, rewards, [1.0] * 16),
+        args,
+        AemConfig(enabled=False),
+    )
+    for a, b in zip(plain, seam, strict=True):
+        torch.testing.assert_close(a.advantages, b.advantages)
+        torch.testing.assert_close(a.info["group_reward_std"], b.info["group_reward_std"])
+
+
+def test_dynamic_filter_sees_the_valid_mean():
+    from swe_rl.train.openrlhf.valid_groups import impute_invalid_scores
+
+    def resp(score, ok):
+        return {"scores": score, "reward": score, "extra_logs": {VALID_KEY: float(ok)}}
+
+    solved = impute_invalid_scores([resp(1.0, True)] * 7 + [resp(0.0, False)], floor=0.0)
+    assert [r["scores"] for r in solved] == [1.0] * 8 and solved[7]["reward"] == 0.0
+    mixed = impute_invalid_scores([resp(1.0, True), resp(0.0, True), resp(0.0, False)], floor=0.0)
+    assert [r["scores"] for r in mixed] == [1.0, 0.0, 0.5]
+    broken = impute_invalid_scores([resp(0.0, False)] * 2, floor=0.0)
+    assert [r["scores"] for r in broken] == [0.0, 0.0]  # the range floor: upstream's filter rejects the group

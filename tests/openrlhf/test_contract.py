@@ -67,7 +67,7 @@ def test_policy_forward_and_entropy_path(orl_src):
     ]
     names = orl_src.arg_names(fwd)
     assert names == expected, (
-        f"PolicyModelActor.forward (patched for exact entropy) signature changed: {names}"
+        f"PolicyModelActor.forward (overridden for exact entropy) signature changed: {names}"
     )
     afwd = orl_src.find_def("models/actor.py", "Actor", "forward")
     for arg in ("return_entropy", "return_output", "ring_attn_group"):
@@ -83,6 +83,85 @@ def test_policy_forward_and_entropy_path(orl_src):
     assert any(a.name == "compute_entropy" for n in imports for a in n.names), (
         "models/actor.py no longer imports compute_entropy by name (our chunked swap targets that name)"
     )
+
+
+def _imports_in(node: ast.AST) -> set[tuple[str, str]]:
+    return {(n.module, a.name) for n in ast.walk(node) if isinstance(n, ast.ImportFrom) for a in n.names}
+
+
+def test_names_our_classes_replace_are_looked_up_where_we_put_them(orl_src):
+    """actors.REPLACEMENTS: where train_ppo_ray and PPOTrainerAsync find the classes we substitute."""
+    cli = orl_src.tree("cli/train_ppo_ray.py")
+    top = {(n.module, a.name) for n in cli.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert ("openrlhf.trainer.ray.ppo_actor", "PolicyModelActor") in top, (
+        "train_ppo_ray no longer imports PolicyModelActor by name at module import"
+    )
+    train = _imports_in(orl_src.find_def("cli/train_ppo_ray.py", None, "train"))
+    assert ("openrlhf.trainer.ppo_trainer", "PPOTrainer") in train, "train() imports PPOTrainer elsewhere"
+    assert ("openrlhf.trainer.ppo_trainer_async", "PPOTrainerAsync") in train, "PPOTrainerAsync moved"
+    init = ast.unparse(orl_src.find_def("trainer/ppo_trainer_async.py", "PPOTrainerAsync", "__init__"))
+    for name in ("GenerateSamplesActor.remote(", "TrainingActor.remote("):
+        assert name in init, f"PPOTrainerAsync.__init__ no longer creates {name[:-8]} from its module globals"
+    policy = ast.unparse(orl_src.find_def("cli/train_ppo_ray.py", None, "train"))
+    assert "RayActorGroup(args.actor.num_nodes, args.actor.num_gpus_per_node, PolicyModelActor" in policy
+
+
+def test_parts_our_trainers_replace(orl_src):
+    """use_swe_rl_parts rebuilds the maker / samples generator from the attributes upstream's ctors store."""
+    base = ast.unparse(orl_src.find_def("trainer/ppo_trainer.py", "BasePPOTrainer", "__init__"))
+    assert (
+        "self.experience_maker = RemoteExperienceMaker(self.actor_model_group, self.critic_model_group, "
+        "self.reward_model_group, self.reference_model_group, self.kl_ctl, self.strategy, tokenizer)"
+    ) in base, "BasePPOTrainer builds its experience maker differently"
+    em = orl_src.find_def(EM, "RemoteExperienceMaker", "__init__")
+    assert orl_src.arg_names(em)[:8] == [
+        "self", "actor_model_group", "critic_model_group", "reward_model_group", "initial_model_group",
+        "kl_controller", "strategy", "tokenizer",
+    ]  # fmt: skip
+    src = ast.unparse(em)
+    for attr in ("initial_model_group", "kl_ctl", "tokenizer"):
+        assert f"self.{attr} = " in src, f"RemoteExperienceMaker no longer stores self.{attr}"
+    for rel, cls in (
+        ("trainer/ppo_trainer.py", "PPOTrainer"),
+        ("trainer/ppo_trainer_async.py", "GenerateSamplesActor"),
+    ):
+        init = ast.unparse(orl_src.find_def(rel, cls, "__init__"))
+        assert "self.samples_generator = SamplesGenerator(strategy=strategy" in init, (
+            f"{cls}: samples generator"
+        )
+    sg = orl_src.find_def("trainer/ppo_utils/samples_generator.py", "SamplesGenerator", "__init__")
+    assert orl_src.arg_names(sg) == [
+        "self",
+        "strategy",
+        "prompts_dataloader",
+        "eval_dataloader",
+        "tokenizer",
+        "vllm_engines",
+    ]
+
+
+def test_where_our_maker_and_generator_hook_in(orl_src):
+    """The upstream lines SweRlExperienceMaker / SweRlSamplesGenerator and valid_groups rely on."""
+    make = ast.unparse(orl_src.find_def(EM, "RemoteExperienceMaker", "make_experience"))
+    assert "action_log_probs_list = self._flatten_results(action_log_probs_ref, duplicate_factor)" in make
+    assert "samples.action_log_probs = action_log_probs" in make
+    assert "method_name='forward'" in ast.unparse(
+        orl_src.find_def(EM, "RemoteExperienceMaker", "_dispatch_forward")
+    )
+    adv = ast.unparse(orl_src.find_def(EM, "RemoteExperienceMaker", "compute_advantages_and_returns"))
+    assert (
+        "args = self.strategy.args" in adv and "rewards.reshape(-1, args.rollout.n_samples_per_prompt)" in adv
+    )
+    gen = ast.unparse(
+        orl_src.find_def("trainer/ppo_utils/samples_generator.py", "SamplesGenerator", "_generate_vllm")
+    )
+    assert "self._dispatch_prompts_to_vllm(" in gen and "for response in ray.get(ref)" in gen
+    assert "scores = [e.scores[0].item() for e in experiences]" in gen, (
+        "the dynamic filter reads scores differently"
+    )
+    assert "if not min_r < avg_reward < max_r:" in gen, "the dynamic filter's range test changed"
+    batch = ast.unparse(orl_src.find_def("trainer/ray/launcher.py", "BaseModelActor", "execute_batch"))
+    assert "func = getattr(self, method_name)" in batch
 
 
 def test_agent_executor_api(orl_root):

@@ -1,13 +1,15 @@
 """The AEM seam: our swe_rl.algo modulation applied to OpenRLHF's experiences after its base advantage.
 
-OpenRLHF has no hook for custom advantages, so `wrap_compute_advantages` wraps
-`RemoteExperienceMaker.compute_advantages_and_returns(self, experiences)` (patch.py installs it):
+OpenRLHF has no hook for custom advantages; our experience maker (actors.py) overrides
+`compute_advantages_and_returns(self, experiences)` with `advantages_with_seam(super's method, ...)`:
   before: compact-filtered episodes get reward 0 (they keep their place in the group baseline, as in DeepSWE);
-  original: length penalties, group baseline (group_norm / rloo / dr_grpo ...), token advantages (B, A);
+  upstream: length penalties, group baseline (group_norm / rloo / dr_grpo ...), token advantages (B, A), with
+          group statistics over valid members only (valid_groups.py);
   after:  per-span α from swe_rl.algo.aem over the whole rollout batch (groups span micro-batches), invalid and
           compact-filtered samples get advantage 0, α diagnostics land in `experience.info` (→ wandb).
-Spans are the runs of 1 in `action_mask` (one agent turn each). Entropy: exact per-token entropy attached by our
-policy forward (patch.py), or the sampled-token surprisal −log π(a) as a cheaper fallback.
+Spans are the runs of 1 in `action_mask` (one agent turn each). Entropy: the exact (B, A) per-token entropy our
+policy forward returns beside the log-probs (passed in explicitly, one tensor per experience), or the
+sampled-token surprisal −log π(a) as a cheaper fallback.
 """
 
 from __future__ import annotations
@@ -21,11 +23,10 @@ from torch import Tensor
 from swe_rl.algo.aem import aem_diagnostics, apply_aem, scope_labels
 from swe_rl.algo.spans import span_index, span_mean
 from swe_rl.train.openrlhf.config import AemConfig
+from swe_rl.train.openrlhf.valid_groups import VALID_KEY, valid_only_advantages
 
-VALID_KEY = "swe_rl_valid"  # info key (from the executor's extra_logs): 0 = infrastructure failure
 FILTER_KEY = "swe_rl_compact_filtered"  # info key: 1 = episode hit max steps / context / timeout
-ENTROPY_ATTR = "swe_rl_entropy"  # attribute on action_log_probs carrying the exact (B, A) entropy
-PATCHED_MARK = "_swe_rl_aem_wrapped"
+__all__ = ["FILTER_KEY", "VALID_KEY", "EntropyMissingError", "advantages_with_seam", "modulate_experiences"]
 
 
 class EntropyMissingError(RuntimeError):
@@ -40,19 +41,18 @@ def _flag(exp: Any, key: str, default: float) -> Tensor:
     return torch.as_tensor(v, dtype=torch.float32).reshape(b)
 
 
-def _entropy(exp: Any, source: str) -> Tensor:
+def _entropy(exp: Any, source: str, exact: Tensor | None) -> Tensor:
     """(B, A) token entropy of one experience, 0 off the action mask."""
     mask = exp.action_mask.float()
     if source == "surprisal":
         return -exp.action_log_probs.float() * mask
-    ent = getattr(exp.action_log_probs, ENTROPY_ATTR, None)
-    if ent is None:
+    if exact is None or exact.shape != mask.shape:
         raise EntropyMissingError(
-            "aem.entropy_source=exact but action_log_probs carry no entropy: the policy forward patch is not "
-            "installed in the actor processes, or RAY_ENABLE_ZERO_COPY_TORCH_TENSORS=1 stripped the attribute "
-            "(our launcher sets it to 0). Use aem.entropy_source=surprisal to run without it."
+            "aem.entropy_source=exact but the old-log-prob forward returned no (B, A) entropy: the policy actors "
+            "are not swe-rl's class (install_swe_rl_classes() must run before OpenRLHF's CLI; "
+            "`swe-rl train-openrlhf --preflight` checks it). Use aem.entropy_source=surprisal to run without it."
         )
-    return ent.float() * mask
+    return exact.float() * mask
 
 
 def _pad_cat(tensors: Sequence[Tensor], width: int) -> Tensor:
@@ -83,9 +83,13 @@ def _per_sample(values: Tensor, rows: Tensor, n: int, reduce: str) -> Tensor:
 
 @torch.no_grad()
 def modulate_experiences(
-    experiences: list[Any], n_samples_per_prompt: int, cfg: AemConfig
+    experiences: list[Any],
+    n_samples_per_prompt: int,
+    cfg: AemConfig,
+    entropy: Sequence[Tensor | None] | None = None,
 ) -> dict[str, float]:
     """After the base estimator: zero invalid / filtered samples, scale each span's advantage by α.
+    `entropy`: the exact (B, A) token entropy of each experience (same order), for entropy_source=exact.
 
     Mutates `experience.advantages` (B, A) and `experience.info`; returns batch-level diagnostics."""
     widths = [e.action_mask.shape[1] for e in experiences]
@@ -104,7 +108,12 @@ def modulate_experiences(
     idx = span_index(mask)
     alpha = torch.ones(idx.num_spans)
     if cfg.enabled and idx.num_spans:
-        ent = _pad_cat([_entropy(e, cfg.entropy_source) for e in experiences], width)
+        exact = list(entropy) if entropy is not None else [None] * len(experiences)
+        if len(exact) != len(experiences):
+            raise EntropyMissingError(f"{len(exact)} entropy tensors for {len(experiences)} experiences")
+        ent = _pad_cat(
+            [_entropy(e, cfg.entropy_source, h) for e, h in zip(experiences, exact, strict=True)], width
+        )
         groups = torch.div(rows_index, n_samples_per_prompt, rounding_mode="floor")  # (N,)
         span_group = idx.group(groups)
         labels = scope_labels(cfg.scope, span_group, idx.traj)
@@ -136,22 +145,19 @@ def _write_back(experiences, widths, adv, keep, alpha, idx, diag) -> None:
         exp.advantages = adv[start : start + b, :w].to(exp.advantages.dtype)
         for k, v in per.items():
             exp.info[k] = v[start : start + b]
-        if hasattr(exp.action_log_probs, ENTROPY_ATTR):  # don't ship (B, A) entropy to the trainer ranks
-            delattr(exp.action_log_probs, ENTROPY_ATTR)
         start += b
 
 
-def wrap_compute_advantages(original: Callable[..., list[Any]], cfg: AemConfig) -> Callable[..., list[Any]]:
-    """`RemoteExperienceMaker.compute_advantages_and_returns` → the same plus our pre/post steps."""
-    if getattr(original, PATCHED_MARK, False):
-        return original
-
-    def compute_advantages_and_returns(self, experiences, *args, **kwargs):
-        zero_filtered_rewards(experiences, cfg)
-        experiences = original(self, experiences, *args, **kwargs)
-        modulate_experiences(experiences, self.strategy.args.rollout.n_samples_per_prompt, cfg)
-        return experiences
-
-    compute_advantages_and_returns.__wrapped__ = original  # type: ignore[attr-defined]
-    setattr(compute_advantages_and_returns, PATCHED_MARK, True)
-    return compute_advantages_and_returns
+def advantages_with_seam(
+    original: Callable[[list[Any]], list[Any]],
+    experiences: list[Any],
+    args: Any,
+    cfg: AemConfig,
+    entropy: Sequence[Tensor | None] | None = None,
+) -> list[Any]:
+    """Upstream's `compute_advantages_and_returns` (`original`, bound) with our steps around it: compact-filter
+    rewards, group statistics over valid members, then AEM. `args` = the trainer's hierarchized args."""
+    zero_filtered_rewards(experiences, cfg)
+    experiences = valid_only_advantages(original, experiences, args)
+    modulate_experiences(experiences, args.rollout.n_samples_per_prompt, cfg, entropy)
+    return experiences

@@ -120,7 +120,7 @@ def check_adapter() -> Check:
     from swe_rl.train.openrlhf.launch import agent_func_path
 
     path = Path(agent_func_path())
-    ok = path.is_file() and importlib.util.find_spec("swe_rl.train.openrlhf.patch") is not None
+    ok = path.is_file() and importlib.util.find_spec("swe_rl.train.openrlhf.actors") is not None
     return Check("swe-rl adapter", ok, f"agent executor {path}" + ("" if ok else " missing"))
 
 

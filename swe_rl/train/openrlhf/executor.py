@@ -51,7 +51,9 @@ class EnginePolicy:
         sp = copy.deepcopy(self.base_params)
         sp.max_tokens = sampling.max_new_tokens  # per turn (OpenRLHF's own loop only caps the episode)
         sp.stop_token_ids = list(sampling.stop_token_ids)
-        sp.logprobs = 0  # the sampled token's logprob
+        # The sampled token's logprob only where OpenRLHF asked for logprobs (IS correction on): only then are
+        # its engines in vLLM's processed_logprobs mode (temperature applied); raw logprobs are never carried.
+        sp.logprobs = 0 if self.base_params.logprobs is not None else None
         sp.skip_special_tokens = False
         if sampling.seed is not None:
             sp.seed = sampling.seed

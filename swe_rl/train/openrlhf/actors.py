@@ -1,0 +1,191 @@
+"""swe-rl's OpenRLHF 0.11.2 classes: real subclasses of upstream's, made Ray actors with `ray.remote` as upstream
+does, and put in place of upstream's names before its CLI runs (`install_swe_rl_classes`).
+
+Why subclasses: `@ray.remote` copies (tracing-wrapped) every method onto a subclass it builds when the class is
+decorated, and that copy is what Ray exports to the workers; patching the class afterwards reaches nobody. So:
+- `SweRlPolicyModelActor`: its old-log-prob `forward` also returns the exact per-token entropy (swe_rl.algo's
+  chunked entropy inside OpenRLHF's own, packing-aware `return_entropy` path), as an explicit `ExactForward`;
+- `SweRlExperienceMaker`: unwraps `ExactForward` where upstream gathers the actor's results and runs the AEM
+  seam around upstream's `compute_advantages_and_returns` (aem_seam.py);
+- `SweRlSamplesGenerator`: the dynamic filter sees each group's valid mean score (valid_groups.py);
+- `SweRlPPOTrainer` (sync), `SweRlTrainingActor` and `SweRlGenerateSamplesActor` (PPOTrainerAsync's two halves):
+  upstream's trainers with our maker / samples generator.
+Importing this module imports OpenRLHF's trainer stack (DeepSpeed, vLLM): only the driver (launch.py) and the
+processes that run these classes do. No worker setup hook, no environment flag for tensor transport.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from typing import Any
+
+import ray
+from openrlhf.trainer import ppo_trainer as _sync
+from openrlhf.trainer import ppo_trainer_async as _async
+from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
+from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
+from openrlhf.trainer.ray import ppo_actor as _ppo_actor
+from torch import Tensor
+
+from swe_rl.train.openrlhf.aem_seam import advantages_with_seam
+from swe_rl.train.openrlhf.config import AemConfig
+from swe_rl.train.openrlhf.entropy_forward import ExactForward, exact_forward
+from swe_rl.train.openrlhf.valid_groups import impute_invalid_scores
+
+AEM_ENV = "SWE_RL_AEM_CONFIG"  # JSON of AemConfig, set by launch.py in the job's runtime env
+
+
+def aem_config(environ: dict[str, str] | None = None) -> AemConfig:
+    raw = (os.environ if environ is None else environ).get(AEM_ENV)
+    try:
+        return AemConfig.model_validate(json.loads(raw)) if raw else AemConfig()
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{AEM_ENV}: expected the JSON of an AemConfig ({e})") from e
+
+
+def user_class(remote_cls: Any) -> type:
+    """The Python class a `@ray.remote` class was made from. Ray's handle class (`ActorClass(Name)`) derives from
+    ray.actor.ActorClass and from (a subclass of) the user's class, so the latter is in its MRO."""
+    handle = type(remote_cls).__name__
+    if not (handle.startswith("ActorClass(") and handle.endswith(")")):
+        raise TypeError(f"{remote_cls!r} is not a @ray.remote class")
+    name = handle[len("ActorClass(") : -1]
+    for c in type(remote_cls).__mro__:
+        if c.__qualname__ == name:
+            return c
+    raise TypeError(f"no class named {name} in the MRO of {handle}")
+
+
+# ── policy actor: exact entropy in the old-log-prob forward (entropy_forward.py) ──
+
+
+class _PolicyModelActor(user_class(_ppo_actor.PolicyModelActor)):  # type: ignore[misc]
+    def forward(
+        self,
+        sequences,
+        action_mask=None,
+        attention_mask=None,
+        packed_seq_lens=None,
+        mm_train_inputs_list=None,
+    ):
+        cfg = aem_config()
+        if not (cfg.enabled and cfg.entropy_source == "exact"):
+            return super().forward(
+                sequences, action_mask, attention_mask, packed_seq_lens, mm_train_inputs_list
+            )
+        if mm_train_inputs_list and getattr(self.actor, "is_vlm", False):
+            raise NotImplementedError("swe-rl exact-entropy forward: VLM inputs are not supported")
+        return exact_forward(self, sequences, action_mask, attention_mask, cfg.entropy_chunk)
+
+
+_PolicyModelActor.__name__ = _PolicyModelActor.__qualname__ = "SweRlPolicyModelActor"
+SweRlPolicyModelActor = ray.remote(num_gpus=1)(_PolicyModelActor)  # upstream: @ray.remote(num_gpus=1)
+
+
+# ── experience maker and samples generator (plain classes inside the trainer actors) ──
+
+
+class SweRlExperienceMaker(RemoteExperienceMaker):
+    """Upstream's maker; the actor group's `ExactForward` results are split into log-probs (upstream's) and
+    entropy (kept for this batch), and the AEM seam runs around upstream's advantages."""
+
+    def __init__(self, *args: Any, aem: AemConfig | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.aem = aem or aem_config()
+        self.entropy: list[Tensor] | None = None  # (B, A) per experience, from the latest make_experience
+
+    def _flatten_results(self, refs, duplicate_factor):
+        out = super()._flatten_results(refs, duplicate_factor)
+        if out and all(isinstance(r, ExactForward) for r in out):
+            self.entropy = [r.entropy for r in out]
+            return [r.log_probs for r in out]
+        return out
+
+    def compute_advantages_and_returns(self, experiences):
+        entropy, self.entropy = self.entropy, None
+        return advantages_with_seam(
+            super().compute_advantages_and_returns, experiences, self.strategy.args, self.aem, entropy
+        )
+
+
+@ray.remote(num_cpus=0)
+def _valid_mean_scores(responses: list[dict], floor: float) -> list[dict]:
+    return impute_invalid_scores(responses, floor)
+
+
+class SweRlSamplesGenerator(SamplesGenerator):
+    """Upstream's generator; with dynamic filtering on, each prompt group's responses pass through
+    `impute_invalid_scores` (a zero-CPU Ray task) before upstream's filter reads their scores."""
+
+    def _dispatch_prompts_to_vllm(self, prompts, labels, *, images=None, **generate_kwargs):
+        refs = super()._dispatch_prompts_to_vllm(prompts, labels, images=images, **generate_kwargs)
+        if not self.args.algo.dynamic_filtering_enable:
+            return refs
+        floor = float(self.args.algo.dynamic_filtering_range[0])
+        return [_valid_mean_scores.remote(ref, floor) for ref in refs]
+
+
+def use_swe_rl_parts(trainer: Any) -> None:
+    """Replace a freshly built upstream trainer's experience maker / samples generator by ours (same inputs)."""
+    m = getattr(trainer, "experience_maker", None)
+    if m is not None:
+        trainer.experience_maker = SweRlExperienceMaker(
+            m.actor_model_group,
+            m.critic_model_group,
+            m.reward_model_group,
+            m.initial_model_group,
+            m.kl_ctl,
+            m.strategy,
+            m.tokenizer,
+        )
+    g = getattr(trainer, "samples_generator", None)
+    if g is not None:
+        trainer.samples_generator = SweRlSamplesGenerator(
+            g.strategy, g.prompts_dataloader, g.eval_dataloader, g.tokenizer, g.vllm_engines
+        )
+
+
+# ── trainers ──
+
+
+def _with_our_parts(remote_cls: Any, name: str) -> Any:
+    """A real subclass of an upstream @ray.remote trainer class whose __init__ ends with use_swe_rl_parts."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        base.__init__(self, *args, **kwargs)
+        use_swe_rl_parts(self)
+
+    base = user_class(remote_cls)
+    cls = type(name, (base,), {"__init__": __init__, "__module__": __name__, "__qualname__": name})
+    return ray.remote(cls)  # upstream: a bare @ray.remote on each
+
+
+SweRlPPOTrainer = _with_our_parts(_sync.PPOTrainer, "SweRlPPOTrainer")
+SweRlTrainingActor = _with_our_parts(_async.TrainingActor, "SweRlTrainingActor")
+SweRlGenerateSamplesActor = _with_our_parts(_async.GenerateSamplesActor, "SweRlGenerateSamplesActor")
+
+# (module, name upstream looks up, ours). train_ppo_ray binds PolicyModelActor when it is imported (runpy) and
+# imports PPOTrainer inside train(); PPOTrainerAsync.__init__ reads TrainingActor / GenerateSamplesActor from its
+# module globals, which Ray ships by value with the class when the driver first creates it.
+REPLACEMENTS = (
+    ("openrlhf.trainer.ray.ppo_actor", "PolicyModelActor", SweRlPolicyModelActor),
+    ("openrlhf.trainer.ppo_trainer", "PPOTrainer", SweRlPPOTrainer),
+    ("openrlhf.trainer.ppo_trainer_async", "TrainingActor", SweRlTrainingActor),
+    ("openrlhf.trainer.ppo_trainer_async", "GenerateSamplesActor", SweRlGenerateSamplesActor),
+)
+
+
+def install_swe_rl_classes() -> None:
+    """Put our classes in place of OpenRLHF's names in this (driver) process. Idempotent; call before running
+    openrlhf.cli.train_ppo_ray."""
+    for module, name, ours in REPLACEMENTS:
+        setattr(importlib.import_module(module), name, ours)
+
+
+def preflight_actor_check() -> list[str]:
+    """See preflight.py (creates our classes as real Ray actors on the current cluster)."""
+    from swe_rl.train.openrlhf.preflight import check_actor_classes
+
+    return check_actor_classes()

@@ -1,0 +1,3 @@
+"""Named fake: vllm.inputs.TokensPrompt (a TypedDict in vLLM: a plain dict here)."""
+
+TokensPrompt = dict

@@ -1,0 +1,7 @@
+"""Named fake: vllm.utils.random_uuid."""
+
+import uuid
+
+
+def random_uuid() -> str:
+    return uuid.uuid4().hex

@@ -1,0 +1,136 @@
+"""Our OpenRLHF classes through real Ray actors: OpenRLHF's own RayActorGroup creates the policy actors from the
+class train_ppo_ray binds after install_swe_rl_classes(), upstream's make_experience_batch calls their forward via
+execute_batch on a tiny Qwen2, and the exact entropy must arrive at the seam and modulate the advantages.
+
+The Ray half runs in a subprocess (real_actors_main.py: the CUDA-only fakes must stay out of this process, and
+the cluster declares a GPU). This process builds the inputs with upstream's own code (parser, sample processing)
+and computes every expected number independently: the entropy from the model's logits, the base advantage from
+swe_rl.algo's estimator over valid members, α from swe_rl.algo.aem. With the old `__ray_actor_class__` patch the
+actors ran upstream's forward and the maker raised EntropyMissingError (see the issue note)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from swe_rl.algo.advantages import grpo
+from swe_rl.train.openrlhf.aem_seam import FILTER_KEY, VALID_KEY, modulate_experiences
+from swe_rl.train.openrlhf.config import AemConfig
+
+HERE = Path(__file__).resolve().parent
+N, T = 4, 0.7
+AEM = AemConfig(entropy_chunk=7)
+REWARDS = [1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0]  # two prompt groups of 4
+VALID = [1, 1, 1, 1, 1, 1, 1, 0]  # the last episode of group 1 is an infrastructure failure
+
+
+def _response(i: int, rng: torch.Generator, vocab: int) -> dict:
+    ids = torch.randint(3, vocab, (30 + 3 * i,), generator=rng).tolist()
+    return {
+        "prompt": f"p{i // N}", "label": f"g{i // N}", "images": None, "mm_train_inputs": None,
+        "reward": REWARDS[i], "scores": REWARDS[i], "observation_tokens": ids,
+        "action_ranges": [(8, 14), (20, 27 + i)], "rollout_log_probs": None, "truncated": False,
+        "extra_logs": {VALID_KEY: float(VALID[i]), FILTER_KEY: 0.0},
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory, orl_parse, orl_process_response, tiny_tokenizer):
+    from swe_rl.policy.tiny import build_tiny_model
+
+    model_dir = tmp_path_factory.mktemp("tiny_qwen2")
+    model = build_tiny_model(tiny_tokenizer, arch="qwen2")
+    with torch.no_grad():  # sharper than random init: span entropies then differ by ~1 nat, past min_range
+        model.get_output_embeddings().weight.mul_(3.0)
+    model.save_pretrained(model_dir)
+    tiny_tokenizer.save_pretrained(model_dir)
+    argv = [
+        "--actor.model_name_or_path", str(model_dir), "--rollout.n_samples_per_prompt", str(N),
+        "--algo.advantage.estimator", "group_norm", "--rollout.micro_batch_size", "3",
+        "--rollout.temperature", str(T), "--algo.kl.init_coef", "0", "--train.agent_func_path", "/x/agent.py",
+        "--ds.attn_implementation", "eager", "--actor.num_gpus_per_node", "1", "--rollout.batch_size", "2",
+        "--train.batch_size", "8", "--algo.dynamic_filtering_enable", "--algo.dynamic_filtering_range", "0", "1",
+    ]  # fmt: skip
+    rng = torch.Generator().manual_seed(0)
+    responses = [_response(i, rng, len(tiny_tokenizer)) for i in range(2 * N)]
+    solved_plus_infra = [{**r, "reward": 1.0, "scores": 1.0} for r in responses[N:]]  # 3 solved + 1 failure
+    return {
+        "args": orl_parse(argv),
+        "samples": [orl_process_response(r, max_len=4096) for r in responses],
+        "model_dir": str(model_dir),
+        "model": model,
+        "env": {"SWE_RL_AEM_CONFIG": AEM.model_dump_json()},
+        "filter_responses": {"g0": responses[:N], "g1": solved_plus_infra},
+    }
+
+
+def _run(case: str, job: dict, tmp_path: Path) -> dict:
+    if importlib.util.find_spec("deepspeed") is None:
+        pytest.skip("make setup installs DeepSpeed (CPU accelerator) for OpenRLHF's trainer modules")
+    job_path, out_path = tmp_path / "job.pkl", tmp_path / "out.pkl"
+    job_path.write_bytes(pickle.dumps({k: v for k, v in job.items() if k != "model"}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE / "cuda_fakes"), str(HERE.parents[1])])}
+    res = subprocess.run(
+        [sys.executable, str(HERE / "real_actors_main.py"), case, str(job_path), str(out_path)],
+        capture_output=True, text=True, timeout=900, env=env, cwd=HERE.parents[1],
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-6000:]
+    return pickle.loads(out_path.read_bytes())
+
+
+def _expected(job: dict, exps: list[dict]) -> list[torch.Tensor]:
+    """Advantages computed without OpenRLHF: grpo over valid members, α from the model's own entropy."""
+    from types import SimpleNamespace
+
+    base = grpo(torch.tensor(REWARDS), torch.arange(2 * N) // N, torch.tensor(VALID) > 0, eps=1e-9)
+    rows, ents = [], []
+    for e in exps:
+        seqs, attn = e["sequences"], e["attention_mask"]  # (B, T) as the actors received them (padded)
+        pos = (attn.long().cumsum(-1) - 1).clamp(min=0)
+        with torch.no_grad():
+            logits = job["model"](seqs, attention_mask=attn, position_ids=pos).logits.float() / T
+        h = torch.distributions.Categorical(logits=logits).entropy()[:, :-1]
+        mask = e["action_mask"]
+        ents.append(h[:, -mask.shape[1] :] * mask)
+        adv = base[e["index"]][:, None] * mask.float()
+        info = {VALID_KEY: torch.tensor([float(VALID[i]) for i in e["index"]])}
+        rows.append(SimpleNamespace(action_mask=mask, advantages=adv, index=e["index"], info=info))
+    modulate_experiences(rows, N, AEM, ents)
+    return [r.advantages for r in rows]
+
+
+def _check_advantages(job: dict, exps: list[dict]) -> None:
+    """On action tokens (upstream's returns also fill the masked positions before an action; the loss ignores
+    them)."""
+    for e, want in zip(exps, _expected(job, exps), strict=True):
+        torch.testing.assert_close(e["advantages"].float() * e["action_mask"], want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.ray
+def test_policy_actors_deliver_exact_entropy_to_the_seam(job, tmp_path):
+    out = _run("sync", job, tmp_path)
+    assert set(out["actor_classes"]) == {"SweRlPolicyModelActor"}
+    exps = out["experiences"]
+    assert sorted(i for e in exps for i in e["index"]) == list(range(2 * N))
+    _check_advantages(job, exps)
+    adv = {i: e["advantages"][b] for e in exps for b, i in enumerate(e["index"])}
+    assert torch.all(adv[7] == 0), "the infrastructure failure gets no advantage"
+    alpha = torch.cat([e["info"]["aem_alpha_max"] for e in exps])
+    assert alpha.max() > 1.0, "AEM did not modulate (α = 1 everywhere)"
+    # dynamic filter over valid members: group g1 = 3 solved + 1 failure has valid mean 1.0 → rejected
+    assert out["filter_accepted_labels"] == ["g0"] and out["filter_consumed"] == 2
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_seam_and_exact_entropy_under_ppo_trainer_async(job, tmp_path):
+    out = _run("async", job, tmp_path)
+    assert out["trainer_class"] == "SweRlTrainingActor" and out["maker_class"] == "SweRlExperienceMaker"
+    _check_advantages(job, out["experiences"])
