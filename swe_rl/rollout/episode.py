@@ -95,6 +95,35 @@ def error_trajectory(task_id: str, sample_idx: int, error: str, **metrics: Any) 
     )
 
 
+def infra_label(e: BaseException) -> str:
+    """A short label for why an episode failed: the sandbox error's kind (its cause chain is searched, since the
+    agent wraps what it hits), else "episode_error"."""
+    from sandboxes.base import (
+        EngineUnreachableError,
+        SandboxDiedError,
+        SandboxError,
+        SandboxStartError,
+        SandboxTimeoutError,
+    )
+
+    labels = [
+        (SandboxStartError, "sandbox_start_failed"),
+        (EngineUnreachableError, "engine_unreachable"),
+        (SandboxDiedError, "sandbox_died"),
+        (SandboxTimeoutError, "sandbox_timeout"),
+        (SandboxError, "sandbox_error"),
+    ]
+    seen: BaseException | None = e
+    for _ in range(8):
+        if seen is None:
+            break
+        for kind, label in labels:
+            if isinstance(seen, kind):
+                return label
+        seen = seen.__cause__ or seen.__context__
+    return "episode_error"
+
+
 async def rollout_one(
     task: Task,
     sample_idx: int,
@@ -122,7 +151,11 @@ async def rollout_one(
         # The agent attaches its partial trajectory (turns so far) to infrastructure errors: keep it for debugging.
         partial = getattr(e, "trajectory", None)
         failed = error_trajectory(
-            task.instance_id, sample_idx, traceback.format_exc(), rollout_s=time.monotonic() - t0
+            task.instance_id,
+            sample_idx,
+            traceback.format_exc(),
+            rollout_s=time.monotonic() - t0,
+            infra_failure=infra_label(e),
         )
         if isinstance(partial, Trajectory):
             partial.exit_status, partial.truncated, partial.terminated = "error", True, False

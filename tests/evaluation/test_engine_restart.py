@@ -106,8 +106,11 @@ def test_dockerd_restart_mid_evaluation(private_dockerd, eval_config_factory, tm
     run = Path(cfg.output_dir) / cfg.name
     failed = [t for t in seen if t.reward is None]
     assert failed, "the restart hit no episode in flight"
-    for t in failed:  # labelled: an error trajectory with its traceback, or the grader's failure label
-        assert (t.exit_status == "error" and t.error) or (t.metrics.get("grading") or {}).get("failure")
+    for t in failed:  # labelled: an error trajectory with its sandbox error's label, or the grader's label
+        if t.exit_status == "error":
+            assert t.error and t.metrics["infra_failure"].startswith(("sandbox_", "engine_")), t.error
+        else:
+            assert (t.metrics.get("grading") or {}).get("failure"), t.metrics
     assert all(t.resolved for t in seen if t.reward is not None)
     assert first["counts"]["infra_failure"] == len(failed) and first["counts"]["resolved"] == 6 - len(failed)
     client = docker_client()
@@ -124,8 +127,6 @@ def test_dockerd_restart_mid_evaluation(private_dockerd, eval_config_factory, tm
     assert all(t.reward is not None for t in rerun), [t.error for t in rerun]
     assert list_managed(client, run_id=f"eval-{cfg.name}") == []
     assert second["complete"] and second["counts"]["resolved"] == 6, second["counts"]
-    why = [
-        t.error.strip().splitlines()[-1][:120] if t.error else t.metrics["grading"]["failure"] for t in failed
-    ]
+    why = [t.metrics.get("infra_failure") or t.metrics["grading"]["failure"] for t in failed]
     print(f"first run {took:.0f}s: {len(failed)} of 6 episodes hit by the restart {why}; rerun ran {len(rerun)}; "
           f"resolved {first['counts']['resolved']} -> {second['counts']['resolved']}")  # fmt: skip

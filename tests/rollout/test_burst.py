@@ -54,7 +54,7 @@ def _check(trajs: list, n: int, docker_client, run_id: str) -> dict[str, int]:
             key = "graded"
         else:  # an infrastructure failure: labelled (error trajectory with its traceback, or a grading label)
             assert (t.exit_status == "error" and t.error) or label, (t.exit_status, t.error)
-            key = label or "episode_error"
+            key = label or t.metrics["infra_failure"]
         assert "ttl=" not in (t.error or "") and label != "sandbox_timeout", t.error  # nothing expired
         outcome[key] = outcome.get(key, 0) + 1
     assert list_managed(docker_client, run_id=run_id) == []
@@ -95,3 +95,26 @@ def test_sandbox_ttl_is_sized_from_the_episode_budget():
     assert _spec("ttl", "/tmp/unused", ttl=budget + 1)().sandbox_factory.cfg.ttl == budget + 1
     with pytest.raises(ConfigError, match=r"sandbox.ttl=100s is shorter than one episode's budget"):
         _spec("ttl", "/tmp/unused", ttl=100)()
+
+
+def test_episode_failures_are_labelled_by_the_sandbox_error_they_come_from():
+    from sandboxes.base import EngineUnreachableError, SandboxDiedError, SandboxStartError
+    from swe_rl.rollout.episode import infra_label
+
+    def raised(outer: Exception, inner: Exception) -> Exception:
+        try:
+            try:
+                raise inner
+            except Exception as e:
+                raise outer from e
+        except Exception as e:
+            return e
+
+    assert (
+        infra_label(SandboxStartError("no start slot free within the start budget")) == "sandbox_start_failed"
+    )
+    assert (
+        infra_label(raised(RuntimeError("tool install failed"), SandboxDiedError("gone"))) == "sandbox_died"
+    )
+    assert infra_label(EngineUnreachableError("down")) == "engine_unreachable"
+    assert infra_label(ValueError("a bug")) == "episode_error"
