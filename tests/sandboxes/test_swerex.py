@@ -198,3 +198,18 @@ def test_sandboxes_imports_without_swerex():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+async def test_runtime_on_a_sandbox_the_caller_owns():
+    """SandboxRuntime over a sandbox started in the caller's own loop (no loop thread); close() keeps it."""
+    from sandboxes import LocalSandboxConfig, make_sandbox
+    from sandboxes.adapters.swerex_runtime import SandboxRuntime
+
+    async with make_sandbox(LocalSandboxConfig(exec_timeout=30)) as sb:
+        rt = SandboxRuntime(sb)
+        await rt.create_session(CreateBashSessionRequest(session="s", startup_source=["/dev/null"]))
+        obs = await rt.run_in_session(BashAction(session="s", command="cd /tmp && export A=1 && pwd"))
+        assert (obs.output, obs.exit_code) == ("/tmp\n", 0)
+        await rt.close()
+        assert not await rt.is_alive()
+        assert (await sb.exec("echo ${A:-unset}")).output == "unset\n"  # still open; the session did not leak
