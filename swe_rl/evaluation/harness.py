@@ -13,6 +13,8 @@ Order of work, each step idempotent:
 from __future__ import annotations
 
 import fnmatch
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -147,7 +149,10 @@ def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> 
     graded_ids = {t.instance_id for t in graded}
     summary: dict[str, Any] = {}
     reports: dict[str, dict[str, Any]] = {}
-    if graded:
+    if graded:  # minutes for many instances: say so, since swebench's own output is captured
+        print(f"official grader: run {r:02d}, {len(graded)} patches through swebench's run_evaluation",
+              file=sys.stderr, flush=True)  # fmt: skip
+        t0 = time.monotonic()
         summary, reports = run_official(
             graded,
             {t.instance_id: trajs[t.instance_id].patch for t in graded},
@@ -156,6 +161,8 @@ def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> 
             model=cfg.model_name,
             workers=cfg.grade_workers,
         )
+        print(f"official grader: run {r:02d}: {summary.get('resolved_instances', 0)}/{len(graded)} resolved "
+              f"in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)  # fmt: skip
     for t in need:
         tr = trajs[t.instance_id]
         if tr.exit_status != "error":

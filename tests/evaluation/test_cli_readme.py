@@ -37,17 +37,19 @@ def run_name():
 
 
 def swe_rl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [str(SWE_RL), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
-    )
+    proc = subprocess.run([str(SWE_RL), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"swe-rl {' '.join(args)}: exit {proc.returncode}\n{proc.stderr[-3000:]}"
     return proc
 
 
 def test_eval_official_grader_then_report_and_grade_with_relative_paths(run_name, eval_containers):
     # eval/README.md: `swe-rl eval -c configs/eval/micro.yaml` (+ `--grader official`, `-i`), default runs/.
-    out = swe_rl("eval", "-c", "configs/eval/micro.yaml", "--grader", "official", "-i", INSTANCE, "--name", run_name)
+    out = swe_rl(
+        "eval", "-c", "configs/eval/micro.yaml", "--grader", "official", "-i", INSTANCE, "--name", run_name
+    )
     assert "resolve rate 100.0%" in out.stdout, out.stdout
+    # the grading phase (swebench's output is captured) says what it did
+    assert "official grader: run 00: 1/1 resolved" in out.stderr, out.stderr
     run = REPO / "runs" / run_name
     record = json.loads((run / "grading" / "run_00" / f"{INSTANCE}.json").read_text())
     assert record["grader"] == "official" and record["resolved"] and record["failure"] is None
