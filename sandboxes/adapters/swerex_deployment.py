@@ -79,6 +79,14 @@ class SandboxDeployment(AbstractDeployment):
         if self._runtime is not None:
             return
         cfg = self._config
+        if (
+            self._given is None
+            and isinstance(cfg.sandbox, DockerSandboxConfig)
+            and cfg.sandbox.warm_pool.size
+        ):
+            self.logger.warning(
+                "sandbox.warm_pool is served by SandboxDeploymentPool; this deployment starts cold"
+            )
         sb = self._given or make_sandbox(cfg.sandbox, image=cfg.image, run_id=cfg.run_id, labels=cfg.labels)
         self._given = None  # a sandbox is started once; a later start() builds a new one
         loop = self._shared_loop or LoopThread()

@@ -213,3 +213,27 @@ async def test_runtime_on_a_sandbox_the_caller_owns():
         await rt.close()
         assert not await rt.is_alive()
         assert (await sb.exec("echo ${A:-unset}")).output == "unset\n"  # still open; the session did not leak
+
+
+class _ProtocolOnly:
+    """A real sandbox seen through the Sandbox protocol alone (no exec_once), as the Ray backend is."""
+
+    def __init__(self, sb) -> None:
+        self._sb, self.id = sb, sb.id
+
+    async def exec(self, cmd, *, timeout=None, cwd=None, env=None):
+        return await self._sb.exec(cmd, timeout=timeout, cwd=cwd, env=env)
+
+    async def close(self) -> None:
+        await self._sb.close()
+
+
+async def test_execute_without_one_shot_mode_leaves_the_shell_alone():
+    from sandboxes import LocalSandboxConfig, make_sandbox
+    from sandboxes.adapters.swerex_runtime import SandboxRuntime
+
+    async with make_sandbox(LocalSandboxConfig(exec_timeout=30)) as sb:
+        rt = SandboxRuntime(_ProtocolOnly(sb))
+        r = await rt.execute(Command(command="cd /tmp && export B=1 && echo o && echo e >&2", shell=True))
+        assert (r.stdout, r.stderr, r.exit_code) == ("o\n", "e\n", 0)
+        assert (await sb.exec('echo "${B:-unset} $PWD"')).output == f"unset {sb.root}\n"
