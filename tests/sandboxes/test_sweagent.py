@@ -2,7 +2,10 @@
 
 SWE-agent is not installable from PyPI (the `sweagent` name there is a 0.0.1 placeholder whose dependencies do
 not resolve), so this skips unless it was installed from its source tree (`pip install -e SWE-agent/`); the
-swe-rex interface it uses is covered by test_swerex.py either way.
+swe-rex interface it uses is covered by test_swerex.py either way. To run it: in a venv with this project's
+sandboxes on the path, `pip install -e <SWE-agent checkout>` (it needs its config/, tools/ and an empty
+trajectories/ beside the package), then `LITELLM_LOCAL_MODEL_COST_MAP=True pytest tests/sandboxes/test_sweagent.py`
+(litellm otherwise spends ~10 s trying to fetch its cost map). Measured: passes in ~2.5 s with SWE-agent 1.1.0.
 """
 
 from __future__ import annotations
