@@ -170,17 +170,14 @@ class EpisodeProgress(AbstractContextManager["EpisodeProgress"]):
     def __enter__(self) -> EpisodeProgress:
         if self.enabled:
             self._bars = RunProgress(self.console).__enter__()
-            self._pid = self._bars.add(self.description, self.total, **self._fields())
+            self._pid = self._bars.add(self.description, self.total, resolved="0", errors="0")
         return self
-
-    def _fields(self) -> dict[str, str]:
-        return {"resolved": str(self.resolved), "errors": str(self.errors)}
 
     def advance(self, traj: Trajectory) -> None:
         self.resolved += int(bool(traj.resolved))
         self.errors += int(traj.exit_status == "error" or (traj.reward is None and traj.error is not None))
         if self._bars is not None:
-            self._bars.update(self._pid, advance=1, **self._fields())
+            self._bars.update(self._pid, advance=1, resolved=str(self.resolved), errors=str(self.errors))
 
     def __exit__(self, *exc: object) -> None:
         if self._bars is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from swe_rl.runs import RunDir
 from swe_rl.train.config import TrainConfig
@@ -80,7 +80,7 @@ def build_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> E
                                   temperature=r.temperature)  # fmt: skip
     slots = SandboxSlots(r.slots, cfg.sandbox)
     tally = EpisodeTally()  # finished and resolved episodes of the running rollout call, for the bars
-    grader, counted = CountingGrader(slots, tally=tally), CountingSlots(slots, tally)
+    grader, counted = CountingGrader(slots, tally=tally), cast(SandboxSlots, CountingSlots(slots, tally))
     policy = HFLocalPolicy(model, tok, max_batch=r.max_batch)
     rollouter: Any = PipelineRollouter(policy, tok, agent_cfg, counted, grader, model=model)
     d = cfg.data
