@@ -46,7 +46,7 @@ class WarmPool:
         self._tasks: set[asyncio.Task[Any]] = set()  # fills in flight
         self._closing: set[asyncio.Task[Any]] = set()  # closes of stale or surplus sandboxes
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._refs: dict[str, Any] = {}  # image -> restore.Reference (reuse only)
+        self._refs: dict[str, Any] = {}  # image -> overlay.Reference (reuse only)
         self._closed = False
         self.stats = {"hits": 0, "misses": 0, "reused": 0, "not_restored": 0, "stale": 0, "fill_failed": 0}
 
@@ -151,7 +151,7 @@ class WarmPool:
         """The pristine reference container of `image` (created once, never started; removed at close)."""
         if image not in self._refs:
             from sandboxes.lifecycle import owner_labels
-            from sandboxes.restore import Reference
+            from sandboxes.overlay import Reference
 
             labels = owner_labels(self.run_id or sb.run_id, self._box_cfg.ttl) | self._labels
             labels["sandboxes.role"] = "reference"

@@ -15,14 +15,15 @@ from sandboxes.pool import WarmPool
 pytestmark = pytest.mark.docker
 
 # What a first episode leaves behind everywhere a second one could look: the repo (a commit, an untracked file,
-# a stash), files outside it (a new file, an edited and a deleted system file, a changed directory mode), the
-# writable mounts (/dev, /dev/shm), a SysV shared-memory segment, a process that escaped with setsid, and the
-# shell's cwd and exported environment.
+# a stash), files outside it (a new file, an edited and a deleted system file, a deleted and a replaced directory,
+# changed modes), the writable mounts (/dev, /dev/shm), a SysV shared-memory segment, a process that escaped with
+# setsid, and the shell's cwd and exported environment.
 _FIRST_EPISODE = """
 set -e
 mkdir -p /work/repo && cd /work/repo && git init -q && echo base > f && git add f && git commit -qm base
 echo fix > f && git commit -qam 'the fix' && echo wip > f && git stash -q && echo untracked > u
 echo secret > /root/answer; echo 'eve:x:0:0::/root:/bin/bash' >> /etc/passwd; rm /etc/motd; chmod 700 /opt
+rm -rf /usr/share/doc/bash; rm -rf /var/lib/apt && mkdir -p /var/lib/apt/x; chmod 4755 /usr/bin/env
 touch /dev/leftover /dev/shm/leftover; ipcmk -M 4096 >/dev/null
 setsid sleep 3000 > /dev/null 2>&1 &
 cd /tmp && export EPISODE_SECRET=42
@@ -31,7 +32,8 @@ echo done
 _SECOND_LOOKS = """
 echo "cwd=$PWD secret=${EPISODE_SECRET-unset}"
 ls -A /work /root /tmp /dev/shm; ls /dev/leftover 2>&1 | head -1
-grep -c eve /etc/passwd; test -f /etc/motd && echo motd-back; stat -c %a /opt
+grep -c eve /etc/passwd; test -f /etc/motd && echo motd-back; stat -c %a /opt /usr/bin/env
+ls -R /usr/share/doc/bash /var/lib/apt | md5sum
 ipcs -m | grep -c 0x || true
 ps -eo args= | grep -c 'sleep 3000' || true
 """
