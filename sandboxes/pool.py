@@ -43,12 +43,15 @@ class WarmPool:
         self._idle: dict[str, deque[DockerSandbox]] = {}
         self._filling: dict[str, int] = {}
         self._demand: dict[str, int] = {}  # image -> hand-outs announced with expect() and not yet taken
+        self._lent: dict[str, int] = {}  # image -> sandboxes handed out that may come back restored (reuse)
         self._tasks: set[asyncio.Task[Any]] = set()  # fills in flight
         self._closing: set[asyncio.Task[Any]] = set()  # closes of stale or surplus sandboxes
         self._loop: asyncio.AbstractEventLoop | None = None
         self._refs: dict[str, Any] = {}  # image -> overlay.Reference (reuse only)
         self._closed = False
-        self.stats = {"hits": 0, "misses": 0, "reused": 0, "not_restored": 0, "stale": 0, "fill_failed": 0}
+        self.stats = dict.fromkeys(
+            ("hits", "misses", "reused", "not_restored", "surplus", "stale", "fill_failed"), 0
+        )
 
     def sandbox(self, image: str | None = None, *, then_expect: int = 0) -> PooledSandbox:
         """An unstarted Sandbox served by this pool (`async with pool.sandbox(img) as sb:`); `then_expect`: once
@@ -88,19 +91,27 @@ class WarmPool:
                 sb = idle.popleft()
                 if sb.expires_at - time.time() >= self.config.ttl:
                     self.stats["hits"] += 1
-                    return sb
+                    break
                 self.stats["stale"] += 1
                 self._spawn(sb.close(), closing=True)
-            self.stats["misses"] += 1
-            return await self._start(image)
+            else:
+                self.stats["misses"] += 1
+                sb = await self._start(image)
+            if self.pool_cfg.reuse:
+                self._lent[image] = self._lent.get(image, 0) + 1
+            return sb
         finally:
             self._refill(image)
 
     async def release(self, sb: DockerSandbox) -> None:
         """Take back a used sandbox: restored and kept (reuse on, verified, room left) or closed."""
         idle = self._idle.setdefault(sb.image, deque())
-        keep = self.pool_cfg.reuse and not self._closed and len(idle) < self._want(sb.image)
-        if keep and asyncio.get_running_loop() is self._loop:
+        if self.pool_cfg.reuse:
+            self._lent[sb.image] = max(self._lent.get(sb.image, 0) - 1, 0)
+        reuse = self.pool_cfg.reuse and not self._closed and asyncio.get_running_loop() is self._loop
+        if reuse and len(idle) >= self._want(sb.image):
+            self.stats["surplus"] += 1  # enough ready already: not worth a restore
+        elif reuse:
             from sandboxes.restore import restore
 
             try:
@@ -169,6 +180,7 @@ class WarmPool:
             return
         stale = [sb for q in self._idle.values() for sb in q]  # their shell streams belong to the old loop
         self._loop, self._idle, self._filling, self._tasks, self._closing = loop, {}, {}, set(), set()
+        self._lent = {}
         for sb in stale:
             self._spawn(sb.close(), closing=True)
 
@@ -187,7 +199,7 @@ class WarmPool:
     def _refill(self, image: str) -> None:
         if self._closed:
             return
-        want = self._want(image)
+        want = self._want(image) - self._lent.get(image, 0)  # with reuse, what is out may come back restored
         while (
             len(self._idle.get(image, ())) + self._filling.get(image, 0) < want
             and self._filling.get(image, 0) < self.pool_cfg.max_filling
