@@ -54,3 +54,27 @@ def test_demo_shows_rl_steps_held_out_and_micro_suite(tmp_path, capfd):
     err = capfd.readouterr()
     assert "micro-suite evaluation" in err.out and "rollouts 1/1 · resolved" in err.err  # the harness's bar
     assert report.is_file()
+
+
+def test_sft_steps_show_the_loss(tmp_path):
+    from swe_rl.policy.tiny import build_tiny_model, build_tokenizer
+    from swe_rl.rollout.progress import RunProgress
+    from swe_rl.runs import RunDir
+    from swe_rl.train.sft import SFTConfig, train_sft
+
+    tok = build_tokenizer()
+    ids = tok.encode("def f(x):\n    return x + 1\n" * 4)
+    data = [(ids, [0] * 8 + [1] * (len(ids) - 8))] * 4
+    cfg = SFTConfig(steps=4, batch=2, log_every=2, warmup=1)
+    run = RunDir.create(tmp_path, "sft")
+    buf = io.StringIO()
+    with RunProgress(Console(file=buf, width=200), every_s=3600) as bars:
+        train_sft(build_tiny_model(tok, size="tiny", seed=0), tok, data, cfg, run, bars)
+    logged = {r["step"]: r["sft_loss"] for r in run.read_metrics()}
+    # the first step, then every log_every steps with the window's mean loss (as in metrics.jsonl)
+    assert [ln.split(" · loss")[0] for ln in lines_of(buf)] == [
+        "SFT steps 1/4",
+        "SFT steps 2/4",
+        "SFT steps 4/4",
+    ]
+    assert lines_of(buf)[1:] == [f"SFT steps {s}/4 · loss {v:.4f}" for s, v in sorted(logged.items())]
