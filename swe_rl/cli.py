@@ -65,6 +65,11 @@ from swe_rl.agent.show import show_command  # noqa: E402
 
 app.command("show")(show_command)
 
+# gateway: OpenAI-compatible endpoint recording agent sessions as token trajectories (swe_rl/gateway/cli.py)
+from swe_rl.gateway.cli import gateway_command  # noqa: E402
+
+app.command("gateway")(gateway_command)
+
 
 if __name__ == "__main__":
     app()

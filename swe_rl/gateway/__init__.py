@@ -1,0 +1,1 @@
+"""gateway: an OpenAI-compatible endpoint that records agent sessions as token trajectories."""

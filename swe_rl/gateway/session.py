@@ -1,0 +1,234 @@
+"""One agent session's calls, recorded as tokens: incremental chat templating, assembly into a `Trajectory`, drift.
+
+A chat request whose messages extend an earlier call's messages plus the reply the gateway returned for it gets
+the prompt `earlier prompt + earlier completion tokens + template delta of only the new messages` (the delta cut
+after the assistant's turn-end token, as swe_rl.agent.chat does for observations). Nothing already in the stream
+is re-tokenized, so the separator after `<|im_end|>` is exactly what the template renders (verl 6501/6719 lost
+it at every tool boundary). A request that extends no earlier call (the agent rewrote its history) starts a new
+segment from a fresh rendering; then the session is not one trajectory and `assemble` says why.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from swe_rl.agent.chat import _SENTINEL, encode, render
+from swe_rl.agent.trajectory import Trajectory
+from swe_rl.policy.base import Completion
+
+
+def normalize(message: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a chat message that reach the template: role, text content (text parts joined), tool fields."""
+    content = message.get("content")
+    if isinstance(content, list):  # OpenAI content parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    out: dict[str, Any] = {"role": str(message.get("role", "")), "content": content or ""}
+    for key in ("tool_calls", "tool_call_id", "name"):
+        if message.get(key):
+            out[key] = message[key]
+    return out
+
+
+@dataclass
+class Call:
+    """One policy call: its full prompt (with the stream's mask and logprobs so far) and its completion."""
+
+    messages: list[dict[str, Any]]  # the request's messages, normalized
+    prompt_ids: list[int]
+    prompt_mask: list[int]  # 1 on earlier completions' tokens inside this prompt
+    prompt_logprobs: list[float]
+    completion: Completion
+    reply: str  # the assistant content returned to the agent
+    parent: int | None  # index of the call this one extends; None = a segment root (fresh rendering)
+    retry: bool = False  # the same messages as an earlier call: that call's reply was discarded
+    closed: bool = False  # the gateway appended the turn-end token after a reply cut by max_tokens
+
+    @property
+    def reply_message(self) -> dict[str, Any]:
+        return {"role": "assistant", "content": self.reply}
+
+
+@dataclass
+class Assembled:
+    """A session as training data: one trajectory when its calls chain, else per-call rows and the reason."""
+
+    trajectory: Trajectory | None  # the whole session (None when it does not chain)
+    rows: list[Trajectory]  # per-call rows (prompt mask 0, completion mask 1); always filled
+    reason: str | None  # why the session is not one trajectory (None when it is)
+    drift: dict[str, Any] = field(default_factory=dict)  # re-rendered conversation vs the recorded stream
+    chain: Trajectory | None = None  # the last call's chain (its segment) as one trajectory
+
+
+class Session:
+    """Calls of one agent session against one tokenizer/template; thread-safe (one lock per session)."""
+
+    def __init__(self, session_id: str, tokenizer: Any, *, turn_end_token: str = "<|im_end|>",
+                 template_kwargs: dict[str, Any] | None = None):  # fmt: skip
+        self.id = session_id
+        self.tokenizer = tokenizer
+        self.turn_end_token = turn_end_token
+        ids = encode(tokenizer, turn_end_token)
+        if len(ids) != 1:
+            raise ValueError(f"turn_end_token={turn_end_token!r} is not one token for this tokenizer ({ids})")
+        self.turn_end_id = ids[0]
+        self.kw = dict(template_kwargs or {})
+        self.calls: list[Call] = []
+        self.events: list[str] = []  # segment breaks and retries, in order
+        self.text_calls: list[tuple[str | None, list[int], Completion]] = []  # /v1/completions calls
+        self.lock = threading.Lock()
+
+    # --- building prompts --------------------------------------------------------------------------------------
+    def delta_text(self, new: list[dict[str, Any]]) -> str:
+        """Template text after a finished assistant turn (after its turn-end token) for the messages `new`."""
+        msgs = [{"role": "user", "content": "task"}, {"role": "assistant", "content": _SENTINEL}, *new]
+        full = render(self.tokenizer, msgs, add_generation_prompt=True, **self.kw)
+        marker = _SENTINEL + self.turn_end_token
+        cut = full.find(marker)
+        if cut < 0:
+            raise ValueError(f"the chat template does not end an assistant turn with {self.turn_end_token!r}")
+        return full[cut + len(marker) :]
+
+    def _parent_of(self, msgs: list[dict[str, Any]]) -> tuple[int | None, str]:
+        """(call this request extends, how): 'extends' = its messages + reply are a prefix of msgs, 'retry' =
+        the same messages again (the reply was discarded), 'fresh' = neither."""
+        for i in range(len(self.calls) - 1, -1, -1):
+            c = self.calls[i]
+            seen = [*c.messages, c.reply_message]
+            if len(msgs) > len(seen) and msgs[: len(seen)] == seen:
+                return i, "extends"
+            if msgs == c.messages:
+                return i, "retry"
+        return None, "fresh"
+
+    def prompt_for(self, messages: list[dict[str, Any]]) -> tuple[list[int], list[int], list[float], dict]:
+        """(prompt ids, their mask, their logprobs, plan) for a chat request; plan is passed back to `record`."""
+        msgs = [normalize(m) for m in messages]
+        parent, how = self._parent_of(msgs)
+        if how == "fresh":
+            text = render(self.tokenizer, msgs, add_generation_prompt=True, **self.kw)
+            ids = encode(self.tokenizer, text)
+            if self.calls:
+                self.events.append(f"call {len(self.calls)}: {self._mismatch(msgs)}")
+            return ids, [0] * len(ids), [0.0] * len(ids), {"msgs": msgs, "parent": None}
+        c = self.calls[parent]  # type: ignore[index]
+        if how == "retry":
+            self.events.append(f"call {len(self.calls)}: retry of call {parent} (its reply was discarded)")
+            plan = {"msgs": msgs, "parent": c.parent, "retry": True}  # the discarded call leaves the chain
+            return list(c.prompt_ids), list(c.prompt_mask), list(c.prompt_logprobs), plan
+        ids = c.prompt_ids + c.completion.token_ids
+        mask = c.prompt_mask + [1] * len(c.completion.token_ids)
+        lps = c.prompt_logprobs + list(c.completion.logprobs)
+        closed = not c.completion.token_ids or c.completion.token_ids[-1] != self.turn_end_id
+        if closed:  # a reply cut by max_tokens: close the turn for the template (not a policy token)
+            ids, mask, lps = [*ids, self.turn_end_id], [*mask, 0], [*lps, 0.0]
+        delta = encode(self.tokenizer, self.delta_text(msgs[len(c.messages) + 1 :]))
+        plan = {"msgs": msgs, "parent": parent, "closed_parent": closed}
+        return ids + delta, mask + [0] * len(delta), lps + [0.0] * len(delta), plan
+
+    def _mismatch(self, msgs: list[dict[str, Any]]) -> str:
+        last = self.calls[-1]
+        seen = [*last.messages, last.reply_message]
+        for k, (a, b) in enumerate(zip(seen, msgs, strict=False)):
+            if a != b:
+                what = (
+                    "the reply the gateway returned" if k == len(seen) - 1 else f"message {k} ({a['role']})"
+                )
+                return f"history rewritten: {what} differs from what the agent sent (new segment)"
+        return f"history shortened: {len(msgs)} messages after {len(seen)} (new segment)"
+
+    def record(
+        self, plan: dict, prompt: tuple[list[int], list[int], list[float]], completion: Completion
+    ) -> Call:
+        ids, mask, lps = prompt
+        toks = completion.token_ids
+        stopped = bool(toks) and toks[-1] == self.turn_end_id
+        reply = self.tokenizer.decode(toks[:-1] if stopped else toks, skip_special_tokens=False)
+        call = Call(plan["msgs"], ids, mask, lps, completion, reply, plan["parent"], plan.get("retry", False))
+        if plan.get("closed_parent"):
+            self.calls[plan["parent"]].closed = True
+        self.calls.append(call)
+        return call
+
+    # --- assembly ----------------------------------------------------------------------------------------------
+    def chain(self, last: int) -> list[int]:
+        out, i = [], last
+        while i is not None:
+            out.append(i)
+            i = self.calls[i].parent
+        return out[::-1]
+
+    def assemble(self, task_id: str = "", sample_idx: int = 0) -> Assembled:
+        rows = [self._row(c, task_id, sample_idx) for c in self.calls]
+        if not self.calls:
+            return Assembled(None, rows, "the agent made no model call")
+        chain = self.chain(len(self.calls) - 1)
+        whole = self._trajectory(chain, task_id, sample_idx)
+        roots = [i for i, c in enumerate(self.calls) if c.parent is None and not c.retry]
+        reason = None
+        if len(roots) > 1:
+            reason = "; ".join(e for e in self.events if "history" in e) or "several segments"
+        whole.metrics["gateway"] = {
+            "session": self.id, "calls": len(self.calls), "chain_calls": len(chain), "segments": len(roots),
+            "off_chain_calls": len(self.calls) - len(chain), "events": list(self.events),
+            "closed_by_gateway": sum(self.calls[i].closed for i in chain), "assembled": reason is None,
+        }  # fmt: skip
+        drift = self.drift(chain)
+        whole.metrics["gateway"]["drift"] = drift
+        return Assembled(whole if reason is None else None, rows, reason, drift, whole)
+
+    def _trajectory(self, chain: list[int], task_id: str, sample_idx: int) -> Trajectory:
+        last = self.calls[chain[-1]]
+        toks = last.completion.token_ids
+        ids, mask = last.prompt_ids + toks, last.prompt_mask + [1] * len(toks)
+        lps = last.prompt_logprobs + list(last.completion.logprobs)
+        first = self.calls[chain[0]]
+        messages: list[dict[str, Any]] = [dict(m) for m in last.messages]
+        for i in chain[:-1]:  # call i's reply sits right after its request's messages
+            c = self.calls[i]
+            start = len(c.prompt_ids)
+            messages[len(c.messages)]["span"] = [start, start + len(c.completion.token_ids)]
+        end = len(last.prompt_ids) + len(toks)
+        messages.append({**last.reply_message, "span": [len(last.prompt_ids), end],
+                         "finish_reason": last.completion.finish_reason})  # fmt: skip
+        ent = self._entropy(chain, len(ids))
+        return Trajectory(task_id=task_id, sample_idx=sample_idx, prompt_len=len(first.prompt_ids),
+                          token_ids=ids, loss_mask=mask, logprobs=lps, entropy=ent, messages=messages,
+                          metrics={"steps": len(chain), "policy_tokens": sum(mask)})  # fmt: skip
+
+    def _entropy(self, chain: list[int], length: int) -> list[float] | None:
+        if any(self.calls[i].completion.token_entropy is None for i in chain):
+            return None
+        out = [0.0] * length
+        for i in chain:
+            c = self.calls[i]
+            s = len(c.prompt_ids)
+            out[s : s + len(c.completion.token_ids)] = list(c.completion.token_entropy or [])
+        return out
+
+    def _row(self, c: Call, task_id: str, sample_idx: int) -> Trajectory:
+        toks = c.completion.token_ids
+        return Trajectory(task_id=task_id, sample_idx=sample_idx, prompt_len=len(c.prompt_ids),
+                          token_ids=c.prompt_ids + toks, loss_mask=[0] * len(c.prompt_ids) + [1] * len(toks),
+                          logprobs=[0.0] * len(c.prompt_ids) + list(c.completion.logprobs),
+                          messages=[*c.messages, c.reply_message])  # fmt: skip
+
+    def drift(self, chain: list[int]) -> dict[str, Any]:
+        """Re-render the chain's final conversation with the template in one go and compare with the stream."""
+        last = self.calls[chain[-1]]
+        stream = last.prompt_ids + last.completion.token_ids
+        convo = [*last.messages, last.reply_message]
+        text = render(self.tokenizer, convo, add_generation_prompt=False, **self.kw)
+        recorded = self.tokenizer.decode(stream, skip_special_tokens=False)
+        tail = text[len(recorded) :] if text.startswith(recorded) else None
+        rerendered = encode(self.tokenizer, text)
+        first = next((k for k, (a, b) in enumerate(zip(stream, rerendered, strict=False)) if a != b), None)
+        if first is None and len(rerendered) < len(stream):
+            first = len(rerendered)
+        return {
+            "recorded_tokens": len(stream), "rerendered_tokens": len(rerendered),
+            "text_match": tail is not None and not tail.strip(),  # the stream decodes to the rendered text
+            "token_match": first is None,  # re-tokenizing that text gives the same ids
+            "first_token_diff": first, "template_tail": tail,
+        }  # fmt: skip

@@ -1,0 +1,80 @@
+"""The gateway over HTTP with the shipped tiny model (HF local policy) and the real `openai` client."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import openai
+import pytest
+
+from swe_rl.agent.trajectory import mask_runs
+
+
+@pytest.fixture(scope="module")
+def gateway():
+    from transformers import AutoModelForCausalLM
+
+    from swe_rl.gateway.server import Gateway
+    from swe_rl.policy.hf import HFLocalPolicy
+    from swe_rl.policy.tiny import load_tokenizer
+    from swe_rl.train.demo import SHIPPED_SFT
+
+    tok = load_tokenizer(SHIPPED_SFT)
+    model = AutoModelForCausalLM.from_pretrained(SHIPPED_SFT).eval()
+    with Gateway(HFLocalPolicy(model, tok), tok, max_context_tokens=400, default_max_tokens=24) as gw:
+        yield gw
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def test_chat_session_records_tokens_that_decode_to_what_the_agent_saw(gateway):
+    tok = gateway.tokenizer
+    client = openai.OpenAI(base_url=gateway.session_url("agent-1"), api_key="x", max_retries=0)
+    assert gateway.session_url("x").startswith("http://127.0.0.1:")
+    assert [m.id for m in client.models.list().data] == ["swe-rl"]
+    msgs = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Fix calc.py."}]
+    replies = []
+    for k in range(2):
+        r = client.chat.completions.create(
+            model="swe-rl", messages=msgs, max_tokens=24, logprobs=True, seed=k
+        )
+        content = r.choices[0].message.content
+        assert len(r.choices[0].logprobs.content) == r.usage.completion_tokens
+        replies.append(content)
+        msgs += [{"role": "assistant", "content": content}, {"role": "user", "content": f"output {k}"}]
+    desc = _get(f"{gateway.root_url}/sessions/agent-1")
+    assert desc["assembled"] and desc["reason"] is None and desc["drift"]["text_match"]
+    t = desc["trajectory"]
+    runs = mask_runs(t["loss_mask"])
+    assert len(runs) == 2
+    for (s, e), reply in zip(runs, replies, strict=True):
+        assert tok.decode(t["token_ids"][s:e]).removesuffix("<|im_end|>") == reply
+        assert all(lp < 0 for lp in t["logprobs"][s:e]) and all(lp == 0 for lp in t["logprobs"][:s][:3])
+    # what the agent saw as its second prompt is what the stream holds before the second turn
+    rendered = gateway.sessions["agent-1"].calls[1].prompt_ids
+    assert tok.decode(rendered).endswith("output 0<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_header_sessions_completions_and_errors(gateway):
+    client = openai.OpenAI(base_url=gateway.base_url, api_key="x", max_retries=0,
+                           default_headers={"X-Session-Id": "hdr"})  # fmt: skip
+    client.chat.completions.create(model="swe-rl", messages=[{"role": "user", "content": "hi"}], max_tokens=4)
+    assert len(gateway.sessions["hdr"].calls) == 1
+    # /v1/completions: a text prompt extending the previous prompt + completion keeps the recorded tokens
+    c1 = client.completions.create(model="swe-rl", prompt="def add(a, b):", max_tokens=6)
+    c2 = client.completions.create(
+        model="swe-rl", prompt="def add(a, b):" + c1.choices[0].text + "\n", max_tokens=6
+    )
+    (p1, ids1, comp1), (_, ids2, _) = gateway.sessions["hdr"].text_calls
+    assert ids2[: len(ids1) + len(comp1.token_ids)] == ids1 + comp1.token_ids
+    assert c2.usage.prompt_tokens == len(ids2) and p1 == "def add(a, b):"
+    with pytest.raises(openai.BadRequestError, match="n > 1"):
+        client.chat.completions.create(model="swe-rl", messages=[{"role": "user", "content": "x"}], n=2)
+    with pytest.raises(openai.BadRequestError, match="context"):
+        client.chat.completions.create(model="swe-rl", messages=[{"role": "user", "content": "word " * 500}])
+    with pytest.raises(openai.NotFoundError):
+        client.post("/nope", cast_to=dict, body={})
