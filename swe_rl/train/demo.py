@@ -50,7 +50,7 @@ def run_demo(cfg: DemoConfig, console: Any = None) -> Path:
 
     from swe_rl.rollout.progress import RunProgress
     from swe_rl.train.loop import train
-    from swe_rl.train.progress import step_progress
+    from swe_rl.train.progress import resumed_step, step_progress
     from swe_rl.train.run import build_env, load_policy_model
 
     tcfg = cfg.train.model_copy(deep=True)
@@ -63,8 +63,9 @@ def run_demo(cfg: DemoConfig, console: Any = None) -> Path:
         env = build_env(tcfg, model, tok, bars)
         try:
             print(f"demo: RL for {tcfg.steps} steps from {init}", flush=True)
+            on_step = step_progress(bars, tcfg.steps, resumed_step(run.checkpoints, True))
             state = train(tcfg, run, model, tok, env.rollouter, env.tasks, sample_tasks=env.sample_tasks,
-                          evaluate=env.evaluator, resume=True, on_step=step_progress(bars, tcfg.steps))  # fmt: skip
+                          evaluate=env.evaluator, resume=True, on_step=on_step)  # fmt: skip
             t_rl = time.monotonic() - t0 - t_sft
             rows = run.read_metrics()
             if not any(r["step"] == state.step and "eval/greedy_success" in r for r in rows):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from swe_rl.agent.trajectory import Trajectory
@@ -109,9 +110,18 @@ class ProgressRollouter:
         return trajs
 
 
-def step_progress(bars: Any, steps: int) -> Callable[[int, dict[str, Any]], None]:
-    """A bar of RL steps for `train(on_step=...)`; each step also prints a line (above the bars on a terminal)."""
-    pid = bars.add("RL steps", steps, every_s=0)
+def resumed_step(checkpoints: Path, resume: bool) -> int:
+    """The step a run starts after: its newest checkpoint's when resuming, else 0."""
+    from swe_rl.train.checkpoint import latest
+
+    ck = latest(checkpoints) if resume else None
+    return int(ck.name.removeprefix("step_")) if ck is not None else 0
+
+
+def step_progress(bars: Any, steps: int, start: int = 0) -> Callable[[int, dict[str, Any]], None]:
+    """A bar of RL steps for `train(on_step=...)` (from `start`, a resumed run's step); each step also prints a
+    line (above the bars on a terminal)."""
+    pid = bars.add("RL steps", steps, completed=start, every_s=0)
 
     def on_step(step: int, m: dict[str, Any]) -> None:
         fields = {

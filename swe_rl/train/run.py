@@ -18,6 +18,7 @@ from swe_rl.train.progress import (
     CountingSlots,
     EpisodeTally,
     ProgressRollouter,
+    resumed_step,
     step_progress,
 )
 
@@ -115,9 +116,10 @@ def train_command(
     model, tok = load_policy_model(cfg)
     with RunProgress(console) as bars:
         env = build_env(cfg, model, tok, bars)
+        on_step = step_progress(bars, cfg.steps, resumed_step(run.checkpoints, resume))
         try:
             state = train(cfg, run, model, tok, env.rollouter, env.tasks, sample_tasks=env.sample_tasks,
-                          evaluate=env.evaluator, resume=resume, on_step=step_progress(bars, cfg.steps))  # fmt: skip
+                          evaluate=env.evaluator, resume=resume, on_step=on_step)  # fmt: skip
             if env.evaluator is not None and not (cfg.eval.every and state.step % cfg.eval.every == 0):
                 final = env.evaluator(state.step)
                 run.log_metrics(state.step, {f"eval/{k}": v for k, v in final.items()})

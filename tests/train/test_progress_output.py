@@ -31,6 +31,10 @@ def test_train_shows_each_step_with_its_reward(tmp_path):
     ]
     assert sum(ln.startswith("rollouts 16/16 · resolved ") for ln in lines) == 3  # one rollout phase per step
 
+    again = io.StringIO()  # resumed after the last step: the bar starts there, nothing is re-run
+    train_command([], overrides, resume=True, console=Console(file=again, width=200))
+    assert lines_of(again) == ["RL steps 3/3"]
+
 
 @pytest.mark.docker
 def test_demo_shows_rl_steps_held_out_and_micro_suite(tmp_path, capfd):
