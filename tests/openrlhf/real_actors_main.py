@@ -7,7 +7,8 @@ It runs in its own process because OpenRLHF's modules only import with the CUDA-
 must not leak into the other tests) and because it needs a Ray cluster with GPU resources. JOB.pkl holds what the
 test built: upstream's parsed args, rollout samples (upstream's Experience), the tiny model's directory.
 Cases: `sync` (policy actors through RayActorGroup, our experience maker in this driver; dynamic filter through
-upstream's _generate_vllm), `async` (the same batch inside PPOTrainerAsync's TrainingActor).
+upstream's _generate_vllm), `async` (the same batch inside PPOTrainerAsync's TrainingActor), `preflight`
+(actors.preflight_actor_check before and after install_swe_rl_classes).
 Named fakes: `load_tiny_policy` stands in for init_model_from_pretrained (its DeepSpeed engine needs CUDA/NCCL);
 `CannedRolloutEngine` for RolloutRayActor (vLLM).
 """
@@ -131,6 +132,15 @@ def run_async(job: dict) -> dict:
     }
 
 
+def run_preflight(job: dict) -> dict:
+    """The actor check as `--preflight` runs it, before and after install_swe_rl_classes()."""
+    from swe_rl.train.openrlhf.actors import install_swe_rl_classes, preflight_actor_check
+
+    before = preflight_actor_check()
+    install_swe_rl_classes()
+    return {"before_install": before, "after_install": preflight_actor_check()}
+
+
 def main(case: str, job_path: str, out_path: str) -> None:
     with open(job_path, "rb") as f:
         job = pickle.load(f)
@@ -140,11 +150,12 @@ def main(case: str, job_path: str, out_path: str) -> None:
         num_cpus=4, num_gpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False,
         runtime_env={"env_vars": env},
     )  # fmt: skip
-    from swe_rl.train.openrlhf.actors import install_swe_rl_classes
+    if case != "preflight":
+        from swe_rl.train.openrlhf.actors import install_swe_rl_classes
 
-    install_swe_rl_classes()  # what launch.py does before OpenRLHF's CLI
+        install_swe_rl_classes()  # what launch.py does before OpenRLHF's CLI
     try:
-        out = {"sync": run_sync, "async": run_async}[case](job)
+        out = {"sync": run_sync, "async": run_async, "preflight": run_preflight}[case](job)
     finally:
         ray.shutdown()
     with open(out_path, "wb") as f:

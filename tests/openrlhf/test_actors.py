@@ -66,7 +66,8 @@ def job(tmp_path_factory, orl_parse, orl_process_response, tiny_tokenizer):
         "samples": [orl_process_response(r, max_len=4096) for r in responses],
         "model_dir": str(model_dir),
         "model": model,
-        "env": {"SWE_RL_AEM_CONFIG": AEM.model_dump_json()},
+        # upstream's own default transport (zero-copy tensors on): our entropy rides in ExactForward, not on a tensor
+        "env": {"SWE_RL_AEM_CONFIG": AEM.model_dump_json(), "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": "1"},
         "filter_responses": {"g0": responses[:N], "g1": solved_plus_infra},
     }
 
@@ -134,3 +135,11 @@ def test_seam_and_exact_entropy_under_ppo_trainer_async(job, tmp_path):
     out = _run("async", job, tmp_path)
     assert out["trainer_class"] == "SweRlTrainingActor" and out["maker_class"] == "SweRlExperienceMaker"
     _check_advantages(job, out["experiences"])
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_preflight_actor_check_on_a_cluster(job, tmp_path):
+    out = _run("preflight", job, tmp_path)
+    assert out["after_install"] == [], out["after_install"]
+    assert len(out["before_install"]) == 4 and all("has not run" in p for p in out["before_install"])

@@ -135,3 +135,19 @@ async def test_infrastructure_failure_is_a_zero_advantage_sample(orl_process_res
         exp = orl_process_response(resp, MAX_LEN)
         assert exp.action_mask.tolist() == [[True]] and exp.info[VALID_KEY].tolist() == [0.0]
     assert engine.calls == []
+
+
+def test_rollout_side_modules_import_no_gpu_stack():
+    """What the vLLM engine actors load (agent_func.py → executor) and the seam modules import none of DeepSpeed,
+    vLLM, flash-attn or peft: no code of ours runs in every Ray worker before Ray sets CUDA_VISIBLE_DEVICES."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, swe_rl.train.openrlhf.agent_func, swe_rl.train.openrlhf.aem_seam, "
+        "swe_rl.train.openrlhf.valid_groups, swe_rl.train.openrlhf.entropy_forward\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'deepspeed', 'vllm', 'flash_attn', 'peft'}))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().splitlines()[-1] == "[]"

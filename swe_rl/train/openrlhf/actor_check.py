@@ -95,13 +95,18 @@ def _policy_problems() -> list[str]:
 
 
 @ray.remote(num_cpus=0)
-def _trainer_classes_in_worker(sync_cls: Any, async_cls: Any) -> list[str]:
+def _trainer_classes_in_worker(sync_blob: bytes, async_blob: bytes) -> list[str]:
+    """The trainer classes unpickled in a worker from cloudpickle bytes made in the driver, as Ray exports an
+    actor class (by value, with the module globals its methods read at that moment)."""
+    from ray import cloudpickle
+
     from swe_rl.train.openrlhf.actors import user_class
 
     problems = []
-    if user_class(sync_cls).__qualname__ != "SweRlPPOTrainer":
-        problems.append(f"PPOTrainer in the workers is {user_class(sync_cls).__qualname__}, not swe-rl's")
-    globs = user_class(async_cls).__init__.__globals__
+    sync_cls = cloudpickle.loads(sync_blob)
+    if sync_cls.__qualname__ != "SweRlPPOTrainer":
+        problems.append(f"PPOTrainer in the workers is {sync_cls.__qualname__}, not swe-rl's")
+    globs = cloudpickle.loads(async_blob).__init__.__globals__
     for name in ("TrainingActor", "GenerateSamplesActor"):
         got = user_class(globs[name]).__qualname__
         if got != f"SweRl{name}":
@@ -118,10 +123,14 @@ def check_actor_classes() -> list[str]:
         return problems
     from openrlhf.trainer.ppo_trainer import PPOTrainer
     from openrlhf.trainer.ppo_trainer_async import PPOTrainerAsync
+    from ray import cloudpickle
+
+    from swe_rl.train.openrlhf.actors import user_class
 
     problems += _policy_problems()
+    blobs = [cloudpickle.dumps(user_class(c)) for c in (PPOTrainer, PPOTrainerAsync)]
     try:
-        problems += ray.get(_trainer_classes_in_worker.remote(PPOTrainer, PPOTrainerAsync), timeout=600)
+        problems += ray.get(_trainer_classes_in_worker.remote(*blobs), timeout=600)
     except Exception as e:
         problems.append(f"trainer classes: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
     return problems

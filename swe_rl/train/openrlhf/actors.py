@@ -185,7 +185,7 @@ def install_swe_rl_classes() -> None:
 
 
 def preflight_actor_check() -> list[str]:
-    """See preflight.py (creates our classes as real Ray actors on the current cluster)."""
-    from swe_rl.train.openrlhf.preflight import check_actor_classes
+    """One line per problem (none: []): our classes as Ray runs them on the current cluster (actor_check.py)."""
+    from swe_rl.train.openrlhf.actor_check import check_actor_classes
 
     return check_actor_classes()
