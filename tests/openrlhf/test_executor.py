@@ -111,6 +111,8 @@ async def test_gold_episode_is_graded_in_docker(orl_micro_task, orl_process_resp
     assert resp["reward"] == 1.0 and resp["extra_logs"]["swe_rl_resolved"] == 1.0
     assert resp["extra_logs"]["swe_rl_submitted"] == 1.0
     assert resp["rollout_log_probs"] is None and len(resp["action_ranges"]) == len(engine.calls) >= 3
+    # IS correction off: OpenRLHF's engines return raw logprobs then, so none are requested (never carried)
+    assert all(c.logprobs is None for c in engine.calls)
     exp = orl_process_response(resp, 20000)
     assert exp.rewards.tolist() == [1.0] and exp.scores.tolist() == [1.0]
 
