@@ -85,7 +85,7 @@ def _policy_problems() -> list[str]:
     from swe_rl.train.openrlhf.actors import SweRlPolicyModelActor
 
     gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
-    actor = SweRlPolicyModelActor.options(num_gpus=gpus, num_cpus=0).remote(1, 0, None, None)
+    actor: Any = SweRlPolicyModelActor.options(num_gpus=gpus, num_cpus=0).remote(1, 0, None, None)
     try:
         return ray.get(actor.__ray_call__.remote(probe_policy_forward), timeout=600)
     except Exception as e:  # one line per problem, never a traceback
@@ -130,7 +130,8 @@ def check_actor_classes() -> list[str]:
     problems += _policy_problems()
     blobs = [cloudpickle.dumps(user_class(c)) for c in (PPOTrainer, PPOTrainerAsync)]
     try:
-        problems += ray.get(_trainer_classes_in_worker.remote(*blobs), timeout=600)
+        found: list[str] = ray.get(_trainer_classes_in_worker.remote(*blobs), timeout=600)
+        problems += found
     except Exception as e:
         problems.append(f"trainer classes: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
     return problems

@@ -152,12 +152,12 @@ def use_swe_rl_parts(trainer: Any) -> None:
 
 def _with_our_parts(remote_cls: Any, name: str) -> Any:
     """A real subclass of an upstream @ray.remote trainer class whose __init__ ends with use_swe_rl_parts."""
+    base: Any = user_class(remote_cls)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         base.__init__(self, *args, **kwargs)
         use_swe_rl_parts(self)
 
-    base = user_class(remote_cls)
     cls = type(name, (base,), {"__init__": __init__, "__module__": __name__, "__qualname__": name})
     return ray.remote(cls)  # upstream: a bare @ray.remote on each
 
