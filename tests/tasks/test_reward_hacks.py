@@ -190,6 +190,7 @@ async def test_official_harness_is_fooled_and_check_official_labels_it(task, tmp
     assert check_official(gold, task, task.patch) is gold  # the gold patch's verdict is kept
 
 
+@pytest.mark.slow  # the shared grader is covered above; this is the CLI repro of the issue's report (~20 s)
 def test_swe_rl_grade_resolves_no_conftest_hack(tasks_micro_images, tmp_path, tasks_write_jsonl):
     """The issue's report: a root conftest.py forcing report.outcome = "passed" was `swe-rl grade`d 3/3."""
     import json
