@@ -95,6 +95,22 @@ def test_launch_refuses_wandb_without_key_and_reports_resume(tmp_path, monkeypat
     assert res.exit_code == 2 and "WANDB_API_KEY is not" in res.output
 
 
+def test_launch_with_key_never_writes_it_and_stops_before_ray_without_gpu_stack(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", SECRET)
+    data = tmp_path / "rows.jsonl"
+    write_prompt_dataset([Task(instance_id="a__b-1")], data)
+    cfg = load_config(OpenRLHFTrainConfig, files=[R7B], overrides=[f"data.prompt_dataset={data}"])
+    import ray
+
+    ray_was_up = ray.is_initialized()  # the session's shared local Ray may be up already
+    with pytest.raises(ImportError, match=r"pip install -e \.\[gpu\]"):  # flash-attn / vLLM absent on CPU
+        launch.run_openrlhf(cfg, runs_dir=str(tmp_path / "runs"))
+    assert not (tmp_path / "runs").exists() and ray.is_initialized() == ray_was_up
+    root = launch._save_resolved(cfg, str(tmp_path / "runs"))  # what a real launch writes
+    written = "".join(f.read_text() for f in root.rglob("*") if f.is_file())
+    assert '--logger.wandb.key "$WANDB_API_KEY"' in written and SECRET not in written
+
+
 def test_32b_recipe_is_the_papers_setting():
     cfg = load_config(OpenRLHFTrainConfig, files=[R32B])
     assert (cfg.rollout.prompts_per_step, cfg.rollout.samples_per_prompt) == (64, 8)

@@ -55,7 +55,7 @@ def train_openrlhf_command(
 
     try:
         code = run_from_files(config, overrides, dry_run, runs_dir, preflight, disk_gb)
-    except (ConfigError, FileNotFoundError, MissingKeyError) as e:
+    except (ConfigError, FileNotFoundError, MissingKeyError, ImportError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
     raise typer.Exit(code)

@@ -124,8 +124,13 @@ def run_openrlhf(
 
     import ray
 
-    from swe_rl.train.openrlhf.actors import install_swe_rl_classes
-
+    try:
+        from swe_rl.train.openrlhf.actors import install_swe_rl_classes
+    except ImportError as e:  # before any run dir or Ray exists
+        raise ImportError(
+            f"OpenRLHF's trainer stack does not import here ({e}): training needs `pip install -e .[gpu]` on a "
+            "CUDA machine; `swe-rl train-openrlhf --preflight -c RECIPE` lists what is missing"
+        ) from e
     root = _save_resolved(cfg, runs_dir)
     echo(f"run dir: {root}")
     echo(resume_status(cfg))
