@@ -166,12 +166,10 @@ class Gateway(PolicyServer):
     # --- HTTP ---------------------------------------------------------------------------------------------------
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         gw = self
+        base: Any = super()._handler_class()  # PolicyServer's handler: quiet logs and its JSON `_reply`
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(base):
             protocol_version = "HTTP/1.1"  # keep-alive: agents' HTTP clients reuse connections
-
-            def log_message(self, *args: Any) -> None:
-                return
 
             def _route(self) -> tuple[str, str]:
                 path = self.path.split("?", 1)[0].rstrip("/")
@@ -211,14 +209,6 @@ class Gateway(PolicyServer):
                     return self._reply(400, _error(str(e)))
                 except Exception as e:  # the policy failed: the agent sees a server error and may retry
                     return self._reply(500, _error(f"{type(e).__name__}: {e}", "server_error"))
-
-            def _reply(self, status: int, obj: dict[str, Any]) -> None:
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
 
         return Handler
 
