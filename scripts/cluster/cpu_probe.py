@@ -57,7 +57,10 @@ def main() -> int:
     try:
         launch.run_openrlhf(cfg, runs_dir=str(args.work / "runs"))
     except BaseException as e:  # the probe reports whatever stops the run
-        frames = traceback.extract_tb(e.__traceback__)
+        root = e
+        while root.__cause__ is not None:  # launch.py re-raises a missing GPU stack with advice
+            root = root.__cause__
+        frames = traceback.extract_tb(root.__traceback__)
         print(f"stopped after {time.time() - t0:.1f}s: {type(e).__name__}: {e}")
         for f in frames:
             print(f"  {f.filename}:{f.lineno}  {f.line}")
