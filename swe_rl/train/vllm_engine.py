@@ -20,8 +20,8 @@ class EngineRollouter(PipelineRollouter):
 
     def stats(self) -> dict[str, float]:
         out = super().stats()
-        pol = self.provider.policy.stats
-        out.update(weight_sync_s=float(pol["sync_s"]), weight_syncs=float(pol["syncs"]))
+        pol: dict[str, float] = getattr(self.provider.policy, "stats", {})
+        out.update(weight_sync_s=float(pol.get("sync_s", 0.0)), weight_syncs=float(pol.get("syncs", 0)))
         return out
 
 
