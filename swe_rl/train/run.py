@@ -62,6 +62,8 @@ def build_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> E
     """The training environment; with `progress` (a RunProgress) every rollout call, training or held-out, is a
     phase bar advanced per finished episode."""
     if cfg.data.source == "toy":
+        if cfg.rollout.engine != "hf":
+            raise ValueError("rollout.engine=vllm needs data.source=generated (toy episodes sample in torch)")
         from swe_rl.train.toy import ToyRollouter, toy_sampler, toy_tasks
 
         toy = ToyRollouter(model, tok)
@@ -82,8 +84,15 @@ def build_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> E
     slots = SandboxSlots(r.slots, cfg.sandbox)
     tally = EpisodeTally()  # finished and resolved episodes of the running rollout call, for the bars
     grader, counted = CountingGrader(slots, tally=tally), cast(SandboxSlots, CountingSlots(slots, tally))
-    policy = HFLocalPolicy(model, tok, max_batch=r.max_batch)
-    rollouter: Any = PipelineRollouter(policy, tok, agent_cfg, counted, grader, model=model)
+    rollouter: Any
+    if r.engine == "vllm":  # vLLM generates, weights synced in place every step (swe_rl.train.vllm_engine)
+        from swe_rl.train.vllm_engine import vllm_rollout
+
+        rollouter = vllm_rollout(model, tok, agent_cfg, counted, grader, cfg.model.init)
+        policy: Any = rollouter.provider.policy
+    else:
+        policy = HFLocalPolicy(model, tok, max_batch=r.max_batch)
+        rollouter = PipelineRollouter(policy, tok, agent_cfg, counted, grader, model=model)
     d = cfg.data
     tasks = generate_tasks(d.n_train, "train", d.seed, d.n_funcs)
     held = generate_tasks(cfg.eval.n_tasks, "held_out", d.seed, d.n_funcs)
