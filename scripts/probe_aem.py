@@ -41,8 +41,8 @@ def main(argv: list[str]) -> int:
     png = plot(summary, args.out_dir / "probe.png")
     for start, s in summary.items():
         print(f"{start}: success {s['success_rate']:.1%}, GRPO Δentropy {s['grpo_delta']['entropy']:+.4f}, "
-              f"range rule {s['aem_frac_groups_range_rule']:.0%}")  # fmt: skip
-        for kind in ("aem", "reversed", "shuffled"):
+              f"range rule {s['aem_frac_groups_range_rule']:.0%} (per turn {s['per_turn_frac_groups_range_rule']:.0%})")  # fmt: skip
+        for kind in ("aem", "reversed", "shuffled", "per_turn"):
             e, p = s[kind]["entropy"], s[kind]["p_correct"]
             print(f"  {kind:9s} ΔH−GRPO {e['mean']:+.4f} [{e['lo']:+.4f}, {e['hi']:+.4f}]   "
                   f"ΔP−GRPO {p['mean']:+.4f} [{p['lo']:+.4f}, {p['hi']:+.4f}]")  # fmt: skip

@@ -7,6 +7,8 @@ probe set of decision states and the weights are restored:
     aem       GRPO × α (AEM, λ, δ; the paper's group scope)
     reversed  GRPO × α with w = exp(+λH̃) (the paper's ablation)
     shuffled  GRPO × α permuted among the spans of each group (same α values, entropy link broken)
+    per_turn  GRPO × α normalized among the spans of one turn index of a group (labelled ablation: no turn-type
+              contrast, only the within-turn one)
 Per batch the paired difference Δ(kind) − Δ(grpo) is taken; means and bootstrap intervals run over batches.
 
 Environment: the toy two-turn task (swe_rl.train.toy) on its even digits: turn 1 is free, the first token of turn 2
@@ -25,13 +27,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from swe_rl.algo.aem import aem_coefficients, aem_diagnostics
 from swe_rl.algo.config import AlgoConfig
 from swe_rl.algo.pipeline import compute_advantages, compute_policy_loss
-from swe_rl.algo.spans import broadcast, span_index
+from swe_rl.algo.spans import broadcast, span_index, span_mean
 from swe_rl.train.batch import collate, token_logprobs_entropy
 from swe_rl.train.toy import ToyRollouter, toy_tasks
 
-KINDS = ("grpo", "aem", "reversed", "shuffled")
+KINDS = ("grpo", "aem", "reversed", "shuffled", "per_turn")
 VOCAB_LO, VOCAB_HI = 100, 140  # the demonstrations' free tokens
 DECISION_LO, DECISION_HI = 140, 144  # the demonstrations' decision tokens: 140, 142 even; 141, 143 odd
 
@@ -136,6 +139,9 @@ def batch_advantages(
     """(token advantages (B, T), loss mask (B, T), diagnostics) of one advantage kind."""
     valid = torch.ones_like(rewards, dtype=torch.bool)
     exits = ["submitted"] * rewards.shape[0]
+    if kind == "per_turn":
+        return _per_turn(cfg, compute_advantages(_algo("grpo", cfg), rewards, groups, valid, mask, ent, exits),
+                         groups, ent)  # fmt: skip
     res = compute_advantages(_algo(kind, cfg), rewards, groups, valid, mask, ent, exits)
     if kind != "shuffled" or res.span_alpha is None:
         return res.token_advantages, res.loss_mask, res.diagnostics
@@ -144,6 +150,20 @@ def batch_advantages(
     alpha = _shuffle_within_groups(res.span_alpha, index.group(groups), torch.Generator().manual_seed(seed))
     adv = base.token_advantages * broadcast(alpha.to(torch.float32), index, fill=1.0)
     return adv, res.loss_mask, res.diagnostics
+
+
+def _per_turn(
+    cfg: ProbeConfig, base: Any, groups: Tensor, ent: Tensor
+) -> tuple[Tensor, Tensor, dict[str, float]]:
+    """AEM with one normalization set per (group, turn index) instead of per group."""
+    index = span_index(base.loss_mask)
+    labels = index.group(groups) * (int(index.turn.max()) + 1) + index.turn
+    h = span_mean(ent, index)
+    alpha = aem_coefficients(h, labels, lam=cfg.lam, min_range=cfg.delta)
+    span_adv = index.row_values(base.token_advantages.sum(1) / base.loss_mask.sum(1).clamp(min=1))
+    diag = aem_diagnostics(alpha, h, labels, span_adv, min_range=cfg.delta)
+    adv = base.token_advantages * broadcast(alpha.to(torch.float32), index, fill=1.0)
+    return adv, base.loss_mask, {f"per_turn/{k}": v for k, v in diag.items()}
 
 
 def one_step(model: Any, start: dict[str, Tensor], batch: Any, adv: Tensor, mask: Tensor, old_lp: Tensor,
@@ -187,8 +207,8 @@ def run_start(name: str, p_correct: float, cfg: ProbeConfig, tok: Any) -> dict[s
             one_step(model, start, batch, adv, mask, old_lp, cfg)
             after = measure(model, states, parity)
             row[kind] = {k: after[k] - before[k] for k in after}
-            if kind == "aem":
-                row["aem_diag"] = {k: v for k, v in diag.items() if k.startswith("aem/")}
+            if kind in ("aem", "per_turn"):
+                row[f"{kind}_diag"] = {k: v for k, v in diag.items() if k.startswith(("aem/", "per_turn/"))}
         rows.append(row)
     model.load_state_dict(start)
     return {"name": name, "p_correct_demos": p_correct, "before": before, "batches": rows}
@@ -217,6 +237,10 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
             "aem_frac_groups_range_rule": sum(d.get("aem/frac_groups_range_rule", 1.0) for d in diag)
             / len(diag),
             "aem_alpha_std": sum(d.get("aem/alpha_std", 0.0) for d in diag) / len(diag),
+            "per_turn_frac_groups_range_rule": sum(
+                r["per_turn_diag"].get("per_turn/frac_groups_range_rule", 1.0) for r in rows
+            )
+            / len(rows),
         }
         for kind in KINDS[1:]:
             s[kind] = {m: paired(rows, kind, m) for m in ("entropy", "p_correct")}
