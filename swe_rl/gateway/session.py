@@ -222,13 +222,18 @@ class Session:
         text = render(self.tokenizer, convo, add_generation_prompt=False, **self.kw)
         recorded = self.tokenizer.decode(stream, skip_special_tokens=False)
         tail = text[len(recorded) :] if text.startswith(recorded) else None
+        rest = tail
+        if tail is not None and last.completion.token_ids[-1:] != [
+            self.turn_end_id
+        ]:  # a final reply cut short
+            rest = tail.removeprefix(self.turn_end_token)  # the template closes it; the stream does not
         rerendered = encode(self.tokenizer, text)
         first = next((k for k, (a, b) in enumerate(zip(stream, rerendered, strict=False)) if a != b), None)
         if first is None and len(rerendered) < len(stream):
             first = len(rerendered)
         return {
             "recorded_tokens": len(stream), "rerendered_tokens": len(rerendered),
-            "text_match": tail is not None and not tail.strip(),  # the stream decodes to the rendered text
+            "text_match": rest is not None and not rest.strip(),  # the stream decodes to the rendered text
             "token_match": first is None,  # re-tokenizing that text gives the same ids
             "first_token_diff": first, "template_tail": tail,
         }  # fmt: skip

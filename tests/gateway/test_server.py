@@ -78,3 +78,57 @@ def test_header_sessions_completions_and_errors(gateway):
         client.chat.completions.create(model="swe-rl", messages=[{"role": "user", "content": "word " * 500}])
     with pytest.raises(openai.NotFoundError):
         client.post("/nope", cast_to=dict, body={})
+
+
+def test_gateway_over_a_served_backend(gateway):
+    """Gateway -> OpenAIPolicy -> a served /v1/completions endpoint (PolicyServer, vLLM's stand-in here): the
+    recorded tokens and log-probs are the served ones."""
+    from swe_rl.gateway.server import Gateway
+    from swe_rl.policy.hf import HFLocalPolicy
+    from swe_rl.policy.openai import OpenAIPolicy
+    from swe_rl.policy.openai_server import PolicyServer
+
+    tok = gateway.tokenizer
+    served = PolicyServer(HFLocalPolicy(gateway.policy.model, tok)).start()  # its own policy on its own loop
+    try:
+        with Gateway(OpenAIPolicy(served.base_url, "tiny"), tok, default_max_tokens=12) as gw:
+            client = openai.OpenAI(base_url=gw.session_url("srv"), api_key="x", max_retries=0)
+            msgs = [{"role": "user", "content": "Fix calc.py."}]
+            r = client.chat.completions.create(model="swe-rl", messages=msgs, temperature=0)
+            msgs += [
+                {"role": "assistant", "content": r.choices[0].message.content},
+                {"role": "user", "content": "ok"},
+            ]
+            client.chat.completions.create(model="swe-rl", messages=msgs, temperature=0)
+            a = gw.sessions["srv"].assemble()
+    finally:
+        served.stop()
+    assert a.reason is None and len(mask_runs(a.trajectory.loss_mask)) == 2 and a.drift["text_match"]
+    s, e = mask_runs(a.trajectory.loss_mask)[0]
+    assert tok.decode(a.trajectory.token_ids[s:e]).removesuffix("<|im_end|>") == r.choices[0].message.content
+
+
+@pytest.mark.slow  # a fresh interpreter loads torch + transformers: ~20 s on a loaded 2-core machine
+def test_cli_serves_until_sigterm_and_writes_the_sessions(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from swe_rl.train.demo import SHIPPED_SFT
+
+    out = tmp_path / "sessions.jsonl"
+    cmd = [sys.executable, "-m", "swe_rl.cli", "gateway", "--model", str(SHIPPED_SFT), "--port", "0",
+           "--max-tokens", "6", "--out", str(out)]  # fmt: skip
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.startswith("gateway: serving swe-rl at http://127.0.0.1:"), line
+        base = line.split(" at ")[1].split()[0]
+        client = openai.OpenAI(base_url=base.removesuffix("/v1") + "/s/cli/v1", api_key="x", max_retries=0)
+        client.chat.completions.create(model="swe-rl", messages=[{"role": "user", "content": "hi"}])
+    finally:
+        p.send_signal(signal.SIGTERM)
+        rest, _ = p.communicate(timeout=60)
+    assert p.returncode == 0 and "1 sessions written" in rest
+    (rec,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert rec["session"] == "cli" and rec["assembled"] and rec["trajectory"]["loss_mask"].count(1) >= 1
