@@ -88,11 +88,18 @@ def grading_record(traj: Trajectory, grader: str) -> dict[str, Any]:
 
 
 def missing_items(run: EvalRun, tasks: list[Task], k: int, retry_errors: bool) -> list[tuple[Task, int]]:
+    from swe_rl.tasks.grading import TRANSIENT_FAILURES
+
+    def infra(traj: Trajectory) -> bool:
+        # the episode, or our grading of it (sandbox start/death mid-grading), failed for infrastructure reasons
+        failure = (traj.metrics.get("grading") or {}).get("failure")
+        return traj.exit_status == "error" or failure in TRANSIENT_FAILURES
+
     todo = []
     for r in range(k):
         for t in tasks:
             traj = run.load_trajectory(r, t.instance_id)
-            if traj is None or (retry_errors and traj.exit_status == "error"):
+            if traj is None or (retry_errors and infra(traj)):
                 todo.append((t, r))
     return todo
 

@@ -7,15 +7,18 @@ of this process's Docker traffic goes to it through DOCKER_HOST.
 
 What must hold: the episodes in flight when the engine goes away come back as labelled infrastructure failures
 (reward None), the run returns, a rerun with retry_errors runs only those (nothing already finished is run or
-written again) and completes the evaluation, and no container is left on the engine.
+written again) and completes the evaluation, and no container is left on the engine. "Those" are episodes that
+ended in an error and episodes whose grading hit the outage (a sandbox that died or did not start, twice).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -90,18 +93,34 @@ def test_dockerd_restart_mid_evaluation(private_dockerd, eval_config_factory, tm
     from sandboxes.lifecycle import list_managed
     from swe_rl.evaluation.harness import run_eval
 
+    # The gold policy's test run marks its sandbox and takes a few seconds: a watcher restarts the engine the
+    # moment it sees an agent in the middle of its episode.
+    test_cmd = "touch /tmp/in_flight; sleep 6; python3 -m pytest -q"
     overrides = ["dataset.limit=2", "runs=3", "pool.backend=local", "pool.num_actors=1",
-                 "pool.episodes_per_actor=3", "sandbox.backend=docker", "sandbox.start_backoff=0.5"]  # fmt: skip
+                 "pool.episodes_per_actor=3", "sandbox.backend=docker", "sandbox.start_backoff=0.5",
+                 "policy.kind=scripted", f"policy.test_command={test_cmd}"]  # fmt: skip
     cfg = eval_config_factory(tmp_path, "restart", *overrides)
+    client = docker_client()
+    restarted = threading.Event()
+
+    def restart_mid_episode() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            for c in list_managed(client, run_id=f"eval-{cfg.name}"):
+                with contextlib.suppress(Exception):
+                    if client.containers.get(c.id).exec_run(["test", "-f", "/tmp/in_flight"]).exit_code == 0:
+                        private_dockerd.restart()
+                        restarted.set()
+                        return
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=restart_mid_episode, daemon=True)
     seen: list = []
-
-    def restart_after_first(traj, pool) -> None:
-        seen.append(traj)
-        if len(seen) == 1:  # the other episodes are in flight now
-            private_dockerd.restart()
-
     t0 = time.monotonic()
-    first = run_eval(cfg, restart_after_first)
+    watcher.start()
+    first = run_eval(cfg, lambda traj, pool: seen.append(traj))
+    watcher.join(timeout=120)
+    assert restarted.is_set(), "no agent was seen mid-episode"
     took = time.monotonic() - t0
     run = Path(cfg.output_dir) / cfg.name
     failed = [t for t in seen if t.reward is None]
@@ -113,13 +132,17 @@ def test_dockerd_restart_mid_evaluation(private_dockerd, eval_config_factory, tm
             assert (t.metrics.get("grading") or {}).get("failure"), t.metrics
     assert all(t.resolved for t in seen if t.reward is not None)
     assert first["counts"]["infra_failure"] == len(failed) and first["counts"]["resolved"] == 6 - len(failed)
-    client = docker_client()
     assert list_managed(client, run_id=f"eval-{cfg.name}") == []
 
     done = {p: p.stat().st_mtime_ns for p in run.glob("trajectories/run_*/*.json")}
     rerun: list = []
     second = run_eval(cfg.model_copy(update={"retry_errors": True}), lambda traj, pool: rerun.append(traj))
-    errored = {(t.task_id, t.sample_idx) for t in failed if t.exit_status == "error"}
+    from swe_rl.tasks.grading import TRANSIENT_FAILURES
+
+    transient = [
+        t for t in failed if t.exit_status == "error" or t.metrics["grading"]["failure"] in TRANSIENT_FAILURES
+    ]
+    errored = {(t.task_id, t.sample_idx) for t in transient}
     assert {(t.task_id, t.sample_idx) for t in rerun} == errored  # only what was missing ran again
     untouched = {p: p.stat().st_mtime_ns for p in done if p.exists()}
     rewritten = [p for p in done if untouched.get(p) != done[p]]
