@@ -175,7 +175,8 @@ def build_task_images(
 
 def ensure_images(tasks: list) -> list[BuildResult]:
     """Prebuilt-image sources (HF rows, R2E-Gym, SWE-Gym): pull each missing image where its registry answers
-    (through the sandboxes package's guarded pull), else report it as failed with the reason."""
+    (through the sandboxes package's guarded pull), else report it as failed with the reason; then cut each
+    image's /testbed history at the task's base commit (scrub_image), once per image."""
     from sandboxes.docker_sandbox import docker_client
     from sandboxes.images import ensure_image
 
@@ -183,7 +184,8 @@ def ensure_images(tasks: list) -> list[BuildResult]:
     results = []
     for t in tasks:
         present = image_exists(t.image)
-        if present and is_scrubbed(t.image, t.base_commit):
+        # generated tasks write their repo into the sandbox at start (metadata.files): their image holds none
+        if present and (t.metadata.get("files") or is_scrubbed(t.image, t.base_commit)):
             results.append(BuildResult(t.instance_id, t.image, "present"))
             continue
         try:
