@@ -11,8 +11,11 @@ becomes the episode's `Trajectory`, graded and trained like our own agent's.
 from __future__ import annotations
 
 import asyncio
+import base64
+import itertools
 import os
 import secrets
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -140,6 +143,31 @@ class CommandAgent:
         return AgentResult(
             "submitted" if p.returncode == 0 else "error", detail=f"exit {p.returncode}: {tail}"
         )
+
+
+@dataclass
+class WithGoldFix:
+    """For tests and measurements: `inner` runs, then every `every`-th run resets the repo, applies the task's gold
+    fix and submits (as a solving agent would), so a group holds resolved and unresolved episodes whose tokens
+    are all the inner agent's. The tiny model alone resolves nothing, and all-zero groups have no gradient."""
+
+    inner: ExternalAgent
+    every: int = 2
+    count: Any = field(default_factory=itertools.count)
+    lock: Any = field(default_factory=threading.Lock)
+
+    def run(self, task: Task, sandbox: SyncSandbox, base_url: str) -> AgentResult:
+        result = self.inner.run(task, sandbox, base_url)
+        with self.lock:
+            gold = next(self.count) % self.every == 0
+        if not gold:
+            return result
+        b64 = base64.b64encode(task.patch.encode()).decode()
+        cmd = f"git checkout -q -- . && git clean -qfd && echo {b64} | base64 -d | git apply"
+        res = sandbox.exec(cmd, timeout=60, cwd=getattr(self.inner, "repo_dir", "/testbed"))
+        if res.exit_code != 0:
+            return AgentResult("error", result.transcript, f"gold fix did not apply: {res.output[-300:]}")
+        return AgentResult("submitted", result.transcript, "gold fix applied, submitted")
 
 
 def external_episode(agent: ExternalAgent, gateway: Gateway, *, repo_dir: str = "/testbed",

@@ -3,17 +3,12 @@ model through the gateway in Docker sandbox slots, graded by CachedGrader, one b
 
 from __future__ import annotations
 
-import base64
-import itertools
 import sys
 import textwrap
-import threading
-from dataclasses import dataclass, field
 
 import pytest
 
 from swe_rl.agent.trajectory import mask_runs
-from swe_rl.gateway.external import AgentResult
 
 
 @pytest.fixture
@@ -24,27 +19,6 @@ def tiny_sft():
     from swe_rl.train.demo import SHIPPED_SFT
 
     return AutoModelForCausalLM.from_pretrained(SHIPPED_SFT).eval(), load_tokenizer(SHIPPED_SFT)
-
-
-@dataclass
-class GoldOnEveryOtherRun:
-    """A black-box agent: mini-swe-agent runs; every other run then resets the repo and applies the task's gold
-    fix and submits (as a solving agent would), so a group holds a resolved and an unresolved episode of the same task."""
-
-    inner: object
-    count: itertools.count = field(default_factory=itertools.count)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def run(self, task, sandbox, base_url):
-        result = self.inner.run(task, sandbox, base_url)
-        with self.lock:
-            gold = next(self.count) % 2 == 0
-        if gold:
-            b64 = base64.b64encode(task.patch.encode()).decode()
-            cmd = f"git checkout -q -- . && git clean -qfd && echo {b64} | base64 -d | git apply"
-            assert sandbox.exec(cmd, timeout=30, cwd="/testbed").exit_code == 0
-            return AgentResult("submitted", result.transcript, "gold fix applied, submitted")
-        return result
 
 
 class Capture:
@@ -60,7 +34,7 @@ class Capture:
 def test_mini_swe_agent_through_the_gateway_trains_one_step(tmp_path, tiny_sft):
     import torch
 
-    from swe_rl.gateway.external import ExternalRollouter, demo_mini_agent
+    from swe_rl.gateway.external import ExternalRollouter, WithGoldFix, demo_mini_agent
     from swe_rl.gateway.server import Gateway
     from swe_rl.policy.hf import HFLocalPolicy
     from swe_rl.runs import RunDir
@@ -79,7 +53,7 @@ def test_mini_swe_agent_through_the_gateway_trains_one_step(tmp_path, tiny_sft):
     cfg.algo.modulator.kind = "aem"
     # the agent asks for T=1.5; the trainer's log-probs use the same temperature (checked by rollout_lp_gap)
     cfg.rollout.temperature = 1.5
-    agent = GoldOnEveryOtherRun(demo_mini_agent(step_limit=3, max_tokens=48, temperature=1.5))
+    agent = WithGoldFix(demo_mini_agent(step_limit=3, max_tokens=48, temperature=1.5))
     roll = Capture(ExternalRollouter(agent, gw, slots, CachedGrader(slots)))
     run = RunDir.create(cfg.out_dir, cfg.name)
     try:
