@@ -30,17 +30,27 @@ BASE = os.environ.get("SANDBOXES_TEST_IMAGE", "swe-rl/base:bookworm")
 
 
 class PrivateDockerd:
-    """A dockerd under `root` (own socket, data root, exec root, containerd); start, stop, restart."""
+    """A dockerd under `root` (own socket, data root, exec root, containerd, bridge); start, stop, restart.
+
+    It gets a bridge of its own, made here: `--bridge=none` would make dockerd delete the host's docker0 at start
+    (moby's removeDefaultBridgeInterface), breaking the shared engine's default network for everyone."""
 
     def __init__(self, root: str) -> None:
         self.root = root
         self.host = f"unix://{root}/docker.sock"
         self.proc: subprocess.Popen | None = None
         self.log = open(os.path.join(root, "dockerd.log"), "ab")  # noqa: SIM115 (closed in close())
+        self.bridge = f"sbxd{os.getpid() % 100000}"  # <= 15 characters, unique per test process
+        subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True)  # a crashed run's, if any
+        subprocess.run(
+            ["ip", "link", "add", "name", self.bridge, "type", "bridge"], check=True, capture_output=True
+        )
+        subprocess.run(["ip", "addr", "add", "10.213.77.1/24", "dev", self.bridge], check=True)
 
     def start(self, timeout: float = 60) -> None:
         argv = ["dockerd", "-H", self.host, "--data-root", f"{self.root}/data", "--exec-root", f"{self.root}/x",
-                "--pidfile", f"{self.root}/dockerd.pid", "--bridge=none", "--iptables=false", "--ip6tables=false"]  # fmt: skip
+                "--pidfile", f"{self.root}/dockerd.pid", f"--bridge={self.bridge}", "--iptables=false",
+                "--ip6tables=false", "--ip-masq=false"]  # fmt: skip
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=self.log, start_new_session=True)
         deadline = time.monotonic() + timeout
         while not self.up():
@@ -66,6 +76,7 @@ class PrivateDockerd:
     def close(self) -> None:
         self.stop()
         self.log.close()
+        subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True)
         mounted = any(self.root in line for line in Path("/proc/mounts").read_text().splitlines())
         if not mounted:  # never delete below a live mount
             shutil.rmtree(self.root, ignore_errors=True)
@@ -73,8 +84,9 @@ class PrivateDockerd:
 
 @pytest.fixture
 def private_dockerd(monkeypatch):
-    if shutil.which("dockerd") is None:
-        pytest.skip("dockerd is not installed")
+    if shutil.which("dockerd") is None or shutil.which("ip") is None:
+        pytest.skip("dockerd or iproute2 is not installed")
+    had_docker0 = _link_exists("docker0")
     d = PrivateDockerd(tempfile.mkdtemp(prefix="sbxd-", dir="/tmp"))  # short: unix socket paths are limited
     try:
         d.start()
@@ -86,6 +98,11 @@ def private_dockerd(monkeypatch):
         yield d
     finally:
         d.close()
+    assert _link_exists("docker0") == had_docker0, "the shared engine's bridge changed"
+
+
+def _link_exists(name: str) -> bool:
+    return subprocess.run(["ip", "link", "show", name], capture_output=True).returncode == 0
 
 
 def test_dockerd_restart_mid_evaluation(private_dockerd, eval_config_factory, tmp_path):
