@@ -102,12 +102,19 @@ class Gateway(PolicyServer):
             raise RequestError("messages: expected a non-empty list of message objects")
         sess = self.session(session_id)
         with sess.lock:  # one call at a time per session: the next prompt depends on this one's reply
-            ids, mask, lps, plan = sess.prompt_for(messages)
+            ids, mask, lps, plan = sess.prompt_for(messages, body.get("tools"))
             c = self._generate(ids, self._sampling(body, len(ids)))
             call = sess.record(plan, (ids, mask, lps), c)
-        message = {"role": "assistant", "content": call.reply}
-        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": c.finish_reason,
-                                  "token_ids": c.token_ids}  # fmt: skip
+        message: dict[str, Any] = {"role": "assistant", "content": call.reply}
+        finish = c.finish_reason
+        if call.tool_calls:
+            message["tool_calls"], finish = call.tool_calls, "tool_calls"
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": message,
+            "finish_reason": finish,
+            "token_ids": c.token_ids,
+        }
         if body.get("logprobs"):
             choice["logprobs"] = {"content": [
                 {"token": self.tokenizer.decode([t]), "logprob": lp, "bytes": None, "top_logprobs": []}

@@ -10,6 +10,8 @@ segment from a fresh rendering; then the session is not one trajectory and `asse
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,15 +22,46 @@ from swe_rl.policy.base import Completion
 
 
 def normalize(message: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a chat message that reach the template: role, text content (text parts joined), tool fields."""
+    """The parts of a chat message that reach the template: role, text content (text parts joined), tool fields
+    (tool calls reduced to id, name and arguments, so a client's extra keys do not count as a rewrite)."""
     content = message.get("content")
     if isinstance(content, list):  # OpenAI content parts
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
     out: dict[str, Any] = {"role": str(message.get("role", "")), "content": content or ""}
-    for key in ("tool_calls", "tool_call_id", "name"):
+    if message.get("tool_calls"):
+        out["tool_calls"] = [
+            {"id": tc.get("id"), "type": "function", "function": {
+                "name": (tc.get("function") or {}).get("name"), "arguments": (tc.get("function") or {}).get("arguments")}}
+            for tc in message["tool_calls"]
+        ]  # fmt: skip
+    for key in ("tool_call_id", "name"):
         if message.get(key):
             out[key] = message[key]
     return out
+
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+def split_tool_calls(text: str, id_prefix: str) -> tuple[str, list[dict[str, Any]]]:
+    """Hermes-style `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks of a reply -> (the text
+    outside them, OpenAI tool calls). A block that is not such JSON stays in the text."""
+    calls: list[dict[str, Any]] = []
+
+    def take(m: re.Match) -> str:
+        try:
+            obj = json.loads(m.group(1))
+        except ValueError:
+            return m.group(0)
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            return m.group(0)
+        args = obj.get("arguments", {})
+        calls.append({"id": f"{id_prefix}_{len(calls)}", "type": "function",
+                      "function": {"name": obj["name"], "arguments": args if isinstance(args, str) else json.dumps(args)}})  # fmt: skip
+        return ""
+
+    rest = _TOOL_CALL.sub(take, text)
+    return (rest.strip() if calls else text), calls
 
 
 @dataclass
@@ -44,10 +77,18 @@ class Call:
     parent: int | None  # index of the call this one extends; None = a segment root (fresh rendering)
     retry: bool = False  # the same messages as an earlier call: that call's reply was discarded
     closed: bool = False  # the gateway appended the turn-end token after a reply cut by max_tokens
+    tools: list[dict[str, Any]] | None = None  # the request's tool definitions (rendered by the template)
+    tool_calls: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # parsed from the reply when tools were offered
 
     @property
     def reply_message(self) -> dict[str, Any]:
-        return {"role": "assistant", "content": self.reply}
+        """The assistant message returned to the agent, normalized (what it must send back unchanged)."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.reply}
+        if self.tool_calls:
+            msg["tool_calls"] = self.tool_calls
+        return normalize(msg)
 
 
 @dataclass
@@ -80,21 +121,26 @@ class Session:
         self.lock = threading.Lock()
 
     # --- building prompts --------------------------------------------------------------------------------------
-    def delta_text(self, new: list[dict[str, Any]]) -> str:
+    def _kw(self, tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+        return {**self.kw, "tools": tools} if tools else dict(self.kw)
+
+    def delta_text(self, new: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         """Template text after a finished assistant turn (after its turn-end token) for the messages `new`."""
         msgs = [{"role": "user", "content": "task"}, {"role": "assistant", "content": _SENTINEL}, *new]
-        full = render(self.tokenizer, msgs, add_generation_prompt=True, **self.kw)
+        full = render(self.tokenizer, msgs, add_generation_prompt=True, **self._kw(tools))
         marker = _SENTINEL + self.turn_end_token
         cut = full.find(marker)
         if cut < 0:
             raise ValueError(f"the chat template does not end an assistant turn with {self.turn_end_token!r}")
         return full[cut + len(marker) :]
 
-    def _parent_of(self, msgs: list[dict[str, Any]]) -> tuple[int | None, str]:
+    def _parent_of(self, msgs: list[dict[str, Any]], tools: Any) -> tuple[int | None, str]:
         """(call this request extends, how): 'extends' = its messages + reply are a prefix of msgs, 'retry' =
-        the same messages again (the reply was discarded), 'fresh' = neither."""
+        the same messages again (the reply was discarded), 'fresh' = neither (or other tools)."""
         for i in range(len(self.calls) - 1, -1, -1):
             c = self.calls[i]
+            if c.tools != tools:
+                continue
             seen = [*c.messages, c.reply_message]
             if len(msgs) > len(seen) and msgs[: len(seen)] == seen:
                 return i, "extends"
@@ -102,20 +148,27 @@ class Session:
                 return i, "retry"
         return None, "fresh"
 
-    def prompt_for(self, messages: list[dict[str, Any]]) -> tuple[list[int], list[int], list[float], dict]:
+    def prompt_for(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+                   ) -> tuple[list[int], list[int], list[float], dict]:  # fmt: skip
         """(prompt ids, their mask, their logprobs, plan) for a chat request; plan is passed back to `record`."""
         msgs = [normalize(m) for m in messages]
-        parent, how = self._parent_of(msgs)
+        tools = tools or None
+        parent, how = self._parent_of(msgs, tools)
         if how == "fresh":
-            text = render(self.tokenizer, msgs, add_generation_prompt=True, **self.kw)
+            text = render(self.tokenizer, msgs, add_generation_prompt=True, **self._kw(tools))
             ids = encode(self.tokenizer, text)
             if self.calls:
-                self.events.append(f"call {len(self.calls)}: {self._mismatch(msgs)}")
-            return ids, [0] * len(ids), [0.0] * len(ids), {"msgs": msgs, "parent": None}
+                self.events.append(f"call {len(self.calls)}: {self._mismatch(msgs, tools)}")
+            return ids, [0] * len(ids), [0.0] * len(ids), {"msgs": msgs, "parent": None, "tools": tools}
         c = self.calls[parent]  # type: ignore[index]
         if how == "retry":
             self.events.append(f"call {len(self.calls)}: retry of call {parent} (its reply was discarded)")
-            plan = {"msgs": msgs, "parent": c.parent, "retry": True}  # the discarded call leaves the chain
+            plan = {
+                "msgs": msgs,
+                "parent": c.parent,
+                "retry": True,
+                "tools": tools,
+            }  # the discarded call leaves the chain
             return list(c.prompt_ids), list(c.prompt_mask), list(c.prompt_logprobs), plan
         ids = c.prompt_ids + c.completion.token_ids
         mask = c.prompt_mask + [1] * len(c.completion.token_ids)
@@ -123,12 +176,14 @@ class Session:
         closed = not c.completion.token_ids or c.completion.token_ids[-1] != self.turn_end_id
         if closed:  # a reply cut by max_tokens: close the turn for the template (not a policy token)
             ids, mask, lps = [*ids, self.turn_end_id], [*mask, 0], [*lps, 0.0]
-        delta = encode(self.tokenizer, self.delta_text(msgs[len(c.messages) + 1 :]))
-        plan = {"msgs": msgs, "parent": parent, "closed_parent": closed}
+        delta = encode(self.tokenizer, self.delta_text(msgs[len(c.messages) + 1 :], tools))
+        plan = {"msgs": msgs, "parent": parent, "closed_parent": closed, "tools": tools}
         return ids + delta, mask + [0] * len(delta), lps + [0.0] * len(delta), plan
 
-    def _mismatch(self, msgs: list[dict[str, Any]]) -> str:
+    def _mismatch(self, msgs: list[dict[str, Any]], tools: Any) -> str:
         last = self.calls[-1]
+        if last.tools != tools:
+            return "the tool definitions changed (new segment)"
         seen = [*last.messages, last.reply_message]
         for k, (a, b) in enumerate(zip(seen, msgs, strict=False)):
             if a != b:
@@ -145,7 +200,11 @@ class Session:
         toks = completion.token_ids
         stopped = bool(toks) and toks[-1] == self.turn_end_id
         reply = self.tokenizer.decode(toks[:-1] if stopped else toks, skip_special_tokens=False)
-        call = Call(plan["msgs"], ids, mask, lps, completion, reply, plan["parent"], plan.get("retry", False))
+        calls: list[dict[str, Any]] = []
+        if plan.get("tools"):  # the agent offered tools: hand tool calls back as OpenAI tool_calls
+            reply, calls = split_tool_calls(reply, f"call_{len(self.calls)}")
+        call = Call(plan["msgs"], ids, mask, lps, completion, reply, plan["parent"], plan.get("retry", False),
+                    tools=plan.get("tools"), tool_calls=calls)  # fmt: skip
         if plan.get("closed_parent"):
             self.calls[plan["parent"]].closed = True
         self.calls.append(call)
@@ -168,7 +227,7 @@ class Session:
         roots = [i for i, c in enumerate(self.calls) if c.parent is None and not c.retry]
         reason = None
         if len(roots) > 1:
-            reason = "; ".join(e for e in self.events if "history" in e) or "several segments"
+            reason = "; ".join(e for e in self.events if "new segment" in e) or "several segments"
         whole.metrics["gateway"] = {
             "session": self.id, "calls": len(self.calls), "chain_calls": len(chain), "segments": len(roots),
             "off_chain_calls": len(self.calls) - len(chain), "events": list(self.events),
@@ -219,7 +278,7 @@ class Session:
         last = self.calls[chain[-1]]
         stream = last.prompt_ids + last.completion.token_ids
         convo = [*last.messages, last.reply_message]
-        text = render(self.tokenizer, convo, add_generation_prompt=False, **self.kw)
+        text = render(self.tokenizer, convo, add_generation_prompt=False, **self._kw(last.tools))
         recorded = self.tokenizer.decode(stream, skip_special_tokens=False)
         tail = text[len(recorded) :] if text.startswith(recorded) else None
         rest = tail

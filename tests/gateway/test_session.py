@@ -131,3 +131,34 @@ def test_content_parts_are_the_same_message_as_text(tiny_tokenizer, content):
             {"role": "user", "content": "next"}]  # fmt: skip
     call = _call(sess, msgs, _completion(tiny_tokenizer, "done"))
     assert call.parent == 0
+
+
+BASH_TOOL = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}
+
+
+def test_tool_calls_come_back_as_openai_tool_calls_and_chain(tiny_tokenizer):
+    tok = tiny_tokenizer
+    sess = Session("s", tok)
+    raw = 'Listing.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>'
+    ids, mask, lps, plan = sess.prompt_for([SYS, TASK], [BASH_TOOL])
+    call = sess.record(plan, (ids, mask, lps), _completion(tok, raw))
+    assert call.reply == "Listing." and call.tool_calls[0]["function"] == {
+        "name": "bash",
+        "arguments": '{"command": "ls"}',
+    }
+    # the agent sends the message back the way OpenAI clients do (extra keys, content None) plus the tool result
+    back = {"role": "assistant", "content": "Listing.", "refusal": None,
+            "tool_calls": [dict(call.tool_calls[0], index=0)]}  # fmt: skip
+    result = {"role": "tool", "tool_call_id": call.tool_calls[0]["id"], "content": "calc.py"}
+    ids, mask, lps, plan = sess.prompt_for([SYS, TASK, back, result], [BASH_TOOL])
+    assert plan["parent"] == 0
+    sess.record(plan, (ids, mask, lps), _completion(tok, "done"))
+    a = sess.assemble()
+    (s, e), _ = mask_runs(a.trajectory.loss_mask)
+    assert (
+        a.reason is None and tok.decode(a.trajectory.token_ids[s:e]) == raw + "<|im_end|>"
+    )  # generated text
+    # other tool definitions: the prompt is not the same conversation any more
+    ids, mask, lps, plan = sess.prompt_for([SYS, TASK, back, result], [])
+    sess.record(plan, (ids, mask, lps), _completion(tok, "x"))
+    assert "tool definitions changed" in sess.assemble().reason
