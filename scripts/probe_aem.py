@@ -2,7 +2,7 @@
 """AEM's mechanism probe (issue 16): one identical optimizer step, four kinds of advantages, paired over batches.
 
     python scripts/probe_aem.py OUT_DIR [--batches 50] [--delta 0.02] [--lr 0.5] [--optimizer sgd|adam]
-                                        [--sft-steps 150] [--seed 0]
+                                        [--adam-warmup 0] [--sft-steps 150] [--seed 0]
 
 Writes OUT_DIR/probe.json (config, per-start summary: paired means of Δ(kind) − Δ(GRPO) for decision entropy
 and P(correct) with 95% bootstrap intervals), OUT_DIR/probe_batches.json (every batch) and OUT_DIR/probe.png.
@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="probe_aem.py", description=__doc__.split("\n")[0])
     ap.add_argument("out_dir", type=Path)
     d = ProbeConfig()
-    for name in ("batches", "tasks", "n", "sft_steps", "seed", "threads"):
+    for name in ("batches", "tasks", "n", "sft_steps", "seed", "threads", "adam_warmup"):
         ap.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name))
     for name in ("delta", "lr", "lam", "sft_lr"):
         ap.add_argument(f"--{name.replace('_', '-')}", type=float, default=getattr(d, name))

@@ -51,6 +51,7 @@ class ProbeConfig:
     sft_lr: float = 3e-3
     lr: float = 0.5  # the probe step's learning rate
     optimizer: str = "sgd"  # sgd (step ∝ gradient) or adam (Adam's first step is ≈ lr·sign(g))
+    adam_warmup: int = 0  # adam: GRPO gradients of this many other batches fill its moments first (at lr 0)
     delta: float = 0.02  # AEM δ (nats): low enough that the range rule holds for few groups
     lam: float = 1.0  # AEM λ
     probe_states: int = 16  # decision states per task digit (5 even digits)
@@ -166,17 +167,53 @@ def _per_turn(
     return adv, base.loss_mask, {f"per_turn/{k}": v for k, v in diag.items()}
 
 
+def _grpo_loss(model: Any, batch: Any, adv: Tensor, mask: Tensor, old_lp: Tensor, cfg: ProbeConfig) -> Tensor:
+    lp, _ = token_logprobs_entropy(model, batch, with_entropy=False)
+    return compute_policy_loss(_algo("grpo", cfg), lp, old_lp, adv, mask)[0]
+
+
+def _rollout(roll: ToyRollouter, tok: Any, tasks: list[Any], rng: random.Random, cfg: ProbeConfig,
+             seed: int) -> tuple[Any, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
+    """One frozen batch: (batch, rewards (B,), group ids (B,), old log-probs (B, T), old entropy (B, T))."""
+    trajs = roll.rollout([rng.choice(tasks) for _ in range(cfg.tasks)], cfg.n, seed)
+    batch = collate(trajs, tok.pad_token_id)
+    with torch.no_grad():
+        old_lp, ent = token_logprobs_entropy(roll.model, batch)
+    rewards = torch.tensor([t.reward for t in trajs])
+    return batch, rewards, torch.arange(cfg.tasks).repeat_interleave(cfg.n), old_lp, ent  # type: ignore[return-value]
+
+
+def warm_adam(roll: ToyRollouter, tok: Any, tasks: list[Any], cfg: ProbeConfig) -> dict[str, Any] | None:
+    """Adam's state after `adam_warmup` GRPO gradients of other batches, taken at lr 0 (weights unchanged)."""
+    if cfg.optimizer != "adam" or cfg.adam_warmup <= 0:
+        return None
+    model = roll.model
+    opt = torch.optim.Adam(model.parameters(), lr=0.0)
+    rng = random.Random(cfg.seed + 1)
+    for w in range(cfg.adam_warmup):
+        batch, rewards, groups, old_lp, ent = _rollout(roll, tok, tasks, rng, cfg, 10**6 + w)
+        adv, mask, _ = batch_advantages("grpo", cfg, rewards, groups, batch.loss_mask, ent, w)
+        opt.zero_grad()
+        _grpo_loss(model, batch, adv, mask, old_lp, cfg).backward()
+        opt.step()
+    return copy.deepcopy(opt.state_dict())
+
+
 def one_step(model: Any, start: dict[str, Tensor], batch: Any, adv: Tensor, mask: Tensor, old_lp: Tensor,
-             cfg: ProbeConfig) -> None:  # fmt: skip
-    """Reset to `start`, then one optimizer step of the PPO loss (ratio 1: the plain policy gradient)."""
+             cfg: ProbeConfig, opt_state: dict[str, Any] | None = None) -> None:  # fmt: skip
+    """Reset to `start` (and Adam to `opt_state`), then one optimizer step of the PPO loss (ratio 1: the plain
+    policy gradient)."""
     model.load_state_dict(start)
     model.train()
     params = list(model.parameters())
     opt = (
         torch.optim.SGD(params, lr=cfg.lr) if cfg.optimizer == "sgd" else torch.optim.Adam(params, lr=cfg.lr)
     )
-    lp, _ = token_logprobs_entropy(model, batch, with_entropy=False)
-    loss, _ = compute_policy_loss(_algo("grpo", cfg), lp, old_lp, adv, mask)
+    if opt_state is not None:
+        opt.load_state_dict(copy.deepcopy(opt_state))
+        for group in opt.param_groups:
+            group["lr"] = cfg.lr
+    loss = _grpo_loss(model, batch, adv, mask, old_lp, cfg)
     opt.zero_grad()
     loss.backward()
     opt.step()
@@ -191,20 +228,16 @@ def run_start(name: str, p_correct: float, cfg: ProbeConfig, tok: Any) -> dict[s
     before = measure(model, states, parity)
     roll = ToyRollouter(model, tok)
     tasks = toy_tasks(5, stride=2)
+    opt_state = warm_adam(roll, tok, tasks, cfg)
     rng = random.Random(cfg.seed)
     rows: list[dict[str, Any]] = []
     for b in range(cfg.batches):
         model.load_state_dict(start)
-        trajs = roll.rollout([rng.choice(tasks) for _ in range(cfg.tasks)], cfg.n, cfg.seed * 7919 + b)
-        batch = collate(trajs, tok.pad_token_id)
-        with torch.no_grad():
-            old_lp, ent = token_logprobs_entropy(model, batch)
-        rewards = torch.tensor([t.reward for t in trajs])
-        groups = torch.arange(cfg.tasks).repeat_interleave(cfg.n)
+        batch, rewards, groups, old_lp, ent = _rollout(roll, tok, tasks, rng, cfg, cfg.seed * 7919 + b)
         row: dict[str, Any] = {"batch": b, "success": float(rewards.mean())}
         for kind in KINDS:
             adv, mask, diag = batch_advantages(kind, cfg, rewards, groups, batch.loss_mask, ent, b)
-            one_step(model, start, batch, adv, mask, old_lp, cfg)
+            one_step(model, start, batch, adv, mask, old_lp, cfg, opt_state)
             after = measure(model, states, parity)
             row[kind] = {k: after[k] - before[k] for k in after}
             if kind in ("aem", "per_turn"):

@@ -36,6 +36,14 @@ def test_with_alpha_one_every_kind_takes_the_grpo_step():
         assert s["aem"]["entropy"]["mean"] == 0.0 and s["shuffled"]["p_correct"]["hi"] == 0.0
 
 
+def test_warmed_adam_keeps_the_control_exact():
+    cfg = ProbeConfig(**TINY, delta=1e9, optimizer="adam", lr=1e-3, adam_warmup=2)
+    results, _ = run_probe(cfg)
+    rows = [r for res in results for r in res["batches"]]
+    assert all(r[k] == r["grpo"] for r in rows for k in KINDS[1:])
+    assert any(r["grpo"]["entropy"] != 0.0 for r in rows)  # the step did move the policy
+
+
 def test_modulating_delta_changes_the_step_and_the_plot_is_written(tmp_path):
     results, summary = run_probe(ProbeConfig(**TINY, delta=0.0))
     rows = [r for res in results for r in res["batches"]]
