@@ -64,6 +64,7 @@ class MiniSweAgent:
     max_tokens: int = 64
     temperature: float = 1.0
     timeout: int = 20  # per command, seconds
+    wall_time_s: int = 600  # the whole run (mini-swe-agent's wall_time_limit_seconds; 0 = none)
     repo_dir: str = "/testbed"
 
     def run(self, task: Task, sandbox: SyncSandbox, base_url: str) -> AgentResult:
@@ -86,7 +87,8 @@ class MiniSweAgent:
         env = SandboxEnvironment(existing=sandbox, cwd=self.repo_dir, timeout=self.timeout)
         agent = DefaultAgent(model, env, system_template=self.system_template,
                              instance_template=self.instance_template, step_limit=self.step_limit,
-                             cost_limit=0.0, max_consecutive_format_errors=self.step_limit)  # fmt: skip
+                             cost_limit=0.0, max_consecutive_format_errors=self.step_limit,
+                             wall_time_limit_seconds=self.wall_time_s)  # fmt: skip
         try:
             info = agent.run(task.problem_statement)
             status = str(info.get("exit_status", ""))
@@ -171,16 +173,18 @@ class WithGoldFix:
 
 
 def external_episode(agent: ExternalAgent, gateway: Gateway, *, repo_dir: str = "/testbed",
-                     patch_exclude: list[str] | None = None) -> Any:  # fmt: skip
-    """An EpisodeFn (swe_rl.rollout.episode): the agent in the started sandbox, its session as the trajectory."""
+                     patch_exclude: list[str] | None = None, executor: Any = None) -> Any:  # fmt: skip
+    """An EpisodeFn (swe_rl.rollout.episode): the agent in the started sandbox, its session as the trajectory.
+    The blocking agent runs in `executor` (None = the loop's default pool, only cpu_count + 4 threads)."""
 
     async def episode(task: Task, sandbox: Any, policy: Any, tokenizer: Any, cfg: Any, *,
                       sample_idx: int = 0) -> Trajectory:  # fmt: skip
         base = task.base_commit or await base_commit_of(sandbox, repo_dir, 60)
         sid = f"{task.instance_id}.{sample_idx}.{secrets.token_hex(4)}"
-        bridge = LoopSandbox(sandbox, asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        bridge = LoopSandbox(sandbox, loop)
         try:
-            result = await asyncio.to_thread(agent.run, task, bridge, gateway.session_url(sid))
+            result = await loop.run_in_executor(executor, agent.run, task, bridge, gateway.session_url(sid))
         finally:
             session = gateway.pop(sid) or gateway.session(sid)
         a = session.assemble(task.instance_id, sample_idx)
@@ -212,10 +216,14 @@ class ExternalRollouter:
         return self.slots.run(self.arollout(tasks, n, seed))
 
     async def arollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]:
+        from concurrent.futures import ThreadPoolExecutor
+
         from swe_rl.rollout.episode import rollout_one
 
-        fn = external_episode(self.agent, self.gateway, repo_dir=self.slots.repo_dir)
-        runs = [rollout_one(t, i, self.gateway.policy, self.slots.lease, None, self.grader,
-                            tokenizer=self.gateway.tokenizer, episode_fn=fn)
-                for t in tasks for i in range(n)]  # fmt: skip
-        return list(await asyncio.gather(*runs))
+        # one thread per episode that can hold a slot: agents block on their sandbox, not on the CPU
+        with ThreadPoolExecutor(max_workers=max(1, min(len(tasks) * n, self.slots.k))) as pool:
+            fn = external_episode(self.agent, self.gateway, repo_dir=self.slots.repo_dir, executor=pool)
+            runs = [rollout_one(t, i, self.gateway.policy, self.slots.lease, None, self.grader,
+                                tokenizer=self.gateway.tokenizer, episode_fn=fn)
+                    for t in tasks for i in range(n)]  # fmt: skip
+            return list(await asyncio.gather(*runs))
