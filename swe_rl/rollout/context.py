@@ -120,10 +120,10 @@ class RolloutSpec(StrictModel):
     run_id: str = Field(
         default_factory=lambda: uuid.uuid4().hex[:12]
     )  # sandbox label grouping this pool's containers
-    grade_timeout_s: float = Field(1800.0, gt=0)  # the grader's test-run timeout (swebench's default)
+    grade_timeout_s: float = Field(default=1800.0, gt=0)  # the grader's test-run timeout (swebench's default)
     size_ttl: bool = True  # sandbox TTL from the episode's budget (episode_ttl) unless sandbox.ttl is set
     ttl_margin_s: float = Field(
-        TTL_MARGIN_S, ge=0
+        default=TTL_MARGIN_S, ge=0
     )  # seconds of that TTL beyond the agent's and grader's budgets
 
     def with_warm_pool(self, size: int | None, reuse: bool | None) -> RolloutSpec:
