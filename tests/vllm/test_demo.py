@@ -22,7 +22,8 @@ def test_demo_runs_with_the_vllm_engine(tmp_path):
         "train.rollout.slots=8", "train.eval.every=0", "train.eval.n_tasks=8", "train.eval.sampled=0",
     ]  # fmt: skip
     exe = str(Path(sys.executable).parent / "swe-rl")
-    res = subprocess.run([exe, "demo", *overrides], cwd=REPO, capture_output=True, text=True, timeout=2400)
+    args = [a for o in overrides for a in ("-o", o)]
+    res = subprocess.run([exe, "demo", *args], cwd=REPO, capture_output=True, text=True, timeout=2400)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     rows = [json.loads(x) for x in (tmp_path / "demo-vllm" / "rl" / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "rollout_lp_gap" in r]
