@@ -212,7 +212,9 @@ class Session:
 
     # --- assembly ----------------------------------------------------------------------------------------------
     def chain(self, last: int) -> list[int]:
-        out, i = [], last
+        """Indices of the calls whose completions make up call `last`'s stream, in order."""
+        out: list[int] = []
+        i: int | None = last
         while i is not None:
             out.append(i)
             i = self.calls[i].parent
