@@ -7,9 +7,11 @@ What "state" covers, and how each part is put back and then checked (any mismatc
   removed or put back from a pristine reference container of the same image, then must equal the image's
   version (type, mode, owner, size, link target, SHA-256), read on the host, not by a process in the sandbox;
 - writable mounts outside that layer (/dev, /dev/shm, /dev/mqueue, tmpfs areas, /etc/hosts ...): entries that
-  were not there when fresh are removed, files are rewritten; their listing and hashes must equal the fresh ones;
+  were not there when fresh are removed; their listing and hashes must then equal the fresh ones (a changed file
+  there is not rewritten: that sandbox is not reused);
 - SysV IPC objects are removed; the shell is replaced (cwd and environment back to the fresh shell's).
-Not restored: the kernel's page cache and cgroup counters, the container's uptime, its TTL clock.
+Not restored: the kernel's page cache and cgroup counters, the container's uptime, its TTL clock. Needs a local
+overlay2 engine whose data root this process can read; elsewhere nothing is reused.
 """
 
 from __future__ import annotations
