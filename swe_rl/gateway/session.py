@@ -198,7 +198,9 @@ class Session:
     ) -> Call:
         ids, mask, lps = prompt
         toks = completion.token_ids
-        stopped = bool(toks) and toks[-1] == self.turn_end_id
+        # the stop token (turn end, or another special one a stop list named) is not part of the content
+        special = {self.turn_end_id, *getattr(self.tokenizer, "all_special_ids", [])}
+        stopped = bool(toks) and completion.finish_reason == "stop" and toks[-1] in special
         reply = self.tokenizer.decode(toks[:-1] if stopped else toks, skip_special_tokens=False)
         calls: list[dict[str, Any]] = []
         if plan.get("tools"):  # the agent offered tools: hand tool calls back as OpenAI tool_calls
