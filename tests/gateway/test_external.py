@@ -141,3 +141,44 @@ def test_any_command_as_an_external_agent(tmp_path, tiny_sft):
     assert traj.exit_status == "submitted" and traj.error is None, traj.error
     assert "NOTES.md" in traj.patch and traj.reward == 0.0  # graded: the note does not fix the bug
     assert traj.metrics["gateway"]["assembled"] and len(mask_runs(traj.loss_mask)) == 2
+
+
+@pytest.mark.docker
+def test_mini_swe_agent_tool_calling_model_through_the_gateway(tiny_sft):
+    """mini-swe-agent's LitellmModel (OpenAI tools): replayed Hermes tool calls apply the gold fix and submit; the
+    gateway returns them as tool_calls, the tool results chain onto the stream, the real grader resolves it."""
+    import base64
+    import json
+
+    from swe_rl.gateway.external import MiniSweAgent, external_episode
+    from swe_rl.gateway.server import Gateway
+    from swe_rl.policy.scripted import ReplayPolicy
+    from swe_rl.rollout.episode import rollout_one
+    from swe_rl.tasks.generator import generate_tasks
+    from swe_rl.train.env import CachedGrader, SandboxSlots
+
+    _, tok = tiny_sft
+    (task,) = generate_tasks(1, "train", seed=3)
+    b64 = base64.b64encode(task.patch.encode()).decode()
+    commands = [f"echo {b64} | base64 -d | git apply", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
+    replies = [
+        f"<tool_call>\n{json.dumps({'name': 'bash', 'arguments': {'command': c}})}\n</tool_call>"
+        for c in commands
+    ]
+    agent = MiniSweAgent("You fix bugs.", "{{task}}", tool_calling=True, step_limit=4, max_tokens=4000)
+    slots = SandboxSlots(1)
+    with Gateway(ReplayPolicy(tok, replies), tok, max_context_tokens=8192) as gw:
+        fn = external_episode(agent, gw)
+        traj = slots.run(
+            rollout_one(task, 0, gw.policy, slots.lease, None, CachedGrader(slots), episode_fn=fn)
+        )
+        slots.close()
+    g = traj.metrics["gateway"]
+    assert traj.exit_status == "submitted" and traj.reward == 1.0 and traj.resolved, (traj.error, g)
+    assert g["assembled"] and g["calls"] == 2, g
+    # the tiny ChatML template renders no tool_calls: re-rendering the messages loses the calls the stream keeps
+    assert not g["drift"]["text_match"] and g["drift"]["rerendered_tokens"] < g["drift"]["recorded_tokens"]
+    runs = mask_runs(traj.loss_mask)
+    assert [tok.decode(traj.token_ids[s:e]) for s, e in runs] == [r + "<|im_end|>" for r in replies]
+    tool_msgs = [m for m in traj.messages if m["role"] == "tool"]
+    assert len(tool_msgs) == 1 and tool_msgs[0]["tool_call_id"] == traj.messages[2]["tool_calls"][0]["id"]
