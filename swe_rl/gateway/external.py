@@ -64,7 +64,9 @@ class MiniSweAgent:
     max_tokens: int = 64
     temperature: float = 1.0
     timeout: int = 20  # per command, seconds
-    tool_calling: bool = False  # mini-swe-agent's LitellmModel (OpenAI tools, a `bash` tool) instead of text actions
+    tool_calling: bool = (
+        False  # mini-swe-agent's LitellmModel (OpenAI tools, a `bash` tool) instead of text actions
+    )
     wall_time_s: int = 600  # the whole run (mini-swe-agent's wall_time_limit_seconds; 0 = none)
     repo_dir: str = "/testbed"
 
@@ -79,10 +81,13 @@ class MiniSweAgent:
         from sandboxes.adapters.minisweagent import SandboxEnvironment
 
         litellm.suppress_debug_info = True  # its "Provider List" banner on every unpriced call
-        extra = {"observation_template": self.observation_template} if self.observation_template else {}
+        extra: dict[str, Any] = (
+            {"observation_template": self.observation_template} if self.observation_template else {}
+        )
         if not self.tool_calling:
             extra["action_regex"] = self.action_regex
-        model = (LitellmModel if self.tool_calling else LitellmTextbasedModel)(
+        model_cls: Any = LitellmModel if self.tool_calling else LitellmTextbasedModel
+        model = model_cls(
             model_name="openai/swe-rl", cost_tracking="ignore_errors",
             model_kwargs={"api_base": base_url, "api_key": "swe-rl", "temperature": self.temperature,
                           "max_tokens": self.max_tokens},
