@@ -16,6 +16,7 @@ import torch
 from swe_rl.algo.advantages import ESTIMATORS
 from swe_rl.train.openrlhf.aem_seam import (
     FILTER_KEY,
+    MASKED_KEY,
     VALID_KEY,
     EntropyMissingError,
     advantages_with_seam,
@@ -51,7 +52,7 @@ def _spans(row: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _batch(orl_experience, valid=None, filtered=None, seed=0):
+def _batch(orl_experience, valid=None, filtered=None, seed=0, masked=None):
     g = torch.Generator().manual_seed(seed)
     exps = []
     for masks, index in ((MASKS, [5, 0, 2, 7]), (MASKS2, [1, 3, 4, 6])):
@@ -60,6 +61,8 @@ def _batch(orl_experience, valid=None, filtered=None, seed=0):
             info[VALID_KEY] = [valid.get(i, 1.0) for i in index]
         if filtered is not None:
             info[FILTER_KEY] = [filtered.get(i, 0.0) for i in index]
+        if masked is not None:
+            info[MASKED_KEY] = [masked.get(i, 0.0) for i in index]
         exp = orl_experience(masks, index, [REWARDS[i] for i in index], **info)
         ent = torch.rand(exp.action_mask.shape, generator=g) * 3.0 * exp.action_mask
         exp.action_log_probs = -torch.rand(exp.action_mask.shape, generator=g) * exp.action_mask
@@ -252,3 +255,17 @@ def test_dynamic_filter_sees_the_valid_mean():
     assert [r["scores"] for r in mixed] == [1.0, 0.0, 0.5]
     broken = impute_invalid_scores([resp(0.0, False)] * 2, floor=0.0)
     assert [r["scores"] for r in broken] == [0.0, 0.0]  # the range floor: upstream's filter rejects the group
+
+
+def test_reward_spec_masked_samples_stay_in_the_baseline_with_zero_advantage(orl_experience):
+    """unsubmitted: mask — the executor sends reward 0 and swe_rl_masked = 1: the sample counts as a 0 in its
+    group's baseline (unlike an infra failure) but gets no gradient, with or without compact filtering."""
+    exps = _batch(orl_experience, masked={3: 1.0})
+    maker = _fake_maker()
+    out = advantages_with_seam(
+        partial(fake_base_advantages, maker), exps, maker.strategy.args, AemConfig(), _ents(exps)
+    )
+    r = torch.tensor([REWARDS[i] for i in range(8)])
+    ref = ESTIMATORS["grpo"](r, torch.arange(8) // N, torch.ones(8, dtype=torch.bool), eps=1e-9)
+    base = [ref[e.index][:, None] * e.action_mask.float() for e in out]
+    _check_scaled(out, base, _reference_alpha(out, {3: False}), zeroed={3})

@@ -16,10 +16,10 @@ import pytest
 from openrlhf.utils.agent import MultiTurnAgentExecutor
 
 from swe_rl.policy.base import SamplingParams
-from swe_rl.train.openrlhf.aem_seam import FILTER_KEY, VALID_KEY
+from swe_rl.train.openrlhf.aem_seam import FILTER_KEY, MASKED_KEY, VALID_KEY
 from swe_rl.train.openrlhf.config import AgentConfig
 from swe_rl.train.openrlhf.data import task_to_row
-from swe_rl.train.openrlhf.executor import AgentExecutor
+from swe_rl.train.openrlhf.executor import AgentExecutor, trajectory_to_response
 
 MAX_LEN = 6000
 
@@ -153,3 +153,31 @@ def test_rollout_side_modules_import_no_gpu_stack():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(
+    ("rule", "exit_status", "reward", "masked"),
+    [
+        ("zero", "format_errors", 0.0, 0.0),  # a resolving patch left behind by a format error earns nothing
+        ("zero", "max_steps", 0.0, 0.0),
+        ("mask", "format_errors", 0.0, 1.0),
+        ("grade", "format_errors", 1.0, 0.0),  # legacy: the patch graded as is
+        ("zero", "submitted", 1.0, 0.0),
+        ("mask", "submitted", 1.0, 0.0),
+    ],
+)
+def test_reward_spec_for_episodes_that_did_not_submit(tiny_tokenizer, rule, exit_status, reward, masked):
+    from swe_rl.agent.trajectory import Trajectory
+
+    traj = Trajectory(
+        task_id="t",
+        token_ids=[1, 2, 3, 4],
+        loss_mask=[0, 1, 1, 0],
+        logprobs=[0.0, -0.5, -0.2, 0.0],
+        exit_status=exit_status,
+        reward=1.0,
+    )
+    resp = trajectory_to_response(traj, "t", "{}", tiny_tokenizer, want_logprobs=True, unsubmitted=rule)
+    assert resp["reward"] == reward and resp["scores"] == reward
+    assert resp["extra_logs"][MASKED_KEY] == masked and resp["extra_logs"][VALID_KEY] == 1.0
+    assert AgentConfig(unsubmitted=rule).unsubmitted == rule

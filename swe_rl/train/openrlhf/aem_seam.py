@@ -26,7 +26,17 @@ from swe_rl.train.openrlhf.config import AemConfig
 from swe_rl.train.openrlhf.valid_groups import VALID_KEY, valid_only_advantages
 
 FILTER_KEY = "swe_rl_compact_filtered"  # info key: 1 = episode hit max steps / context / timeout
-__all__ = ["FILTER_KEY", "VALID_KEY", "EntropyMissingError", "advantages_with_seam", "modulate_experiences"]
+MASKED_KEY = (
+    "swe_rl_masked"  # info key: 1 = masked by the reward spec (unsubmitted: mask); reward 0 in the baseline
+)
+__all__ = [
+    "FILTER_KEY",
+    "MASKED_KEY",
+    "VALID_KEY",
+    "EntropyMissingError",
+    "advantages_with_seam",
+    "modulate_experiences",
+]
 
 
 class EntropyMissingError(RuntimeError):
@@ -101,7 +111,8 @@ def modulate_experiences(
     )  # (N,) prompt order
     valid = torch.cat([_flag(e, VALID_KEY, 1.0) for e in experiences]) > 0  # (N,)
     filtered = torch.cat([_flag(e, FILTER_KEY, 0.0) for e in experiences]) > 0
-    keep = valid & ~(filtered if cfg.compact_filter else torch.zeros_like(filtered))
+    masked = torch.cat([_flag(e, MASKED_KEY, 0.0) for e in experiences]) > 0
+    keep = valid & ~masked & ~(filtered if cfg.compact_filter else torch.zeros_like(filtered))
     adv = adv * keep[:, None].to(adv.dtype)
 
     diag: dict[str, float] = {}

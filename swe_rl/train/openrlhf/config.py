@@ -127,6 +127,9 @@ class AgentConfig(StrictModel):
         "backend": "docker"
     }  # sandboxes config (backend union); images come from tasks
     grade: bool = True  # grade each patch in a fresh sandbox (reward); False: reward 0, valid 0 (debugging)
+    # episodes that did not submit (format errors, truncations): "zero" = reward 0, trained on; "mask" = reward 0
+    # in the group baseline, zero advantage; "grade" = the patch graded as is (legacy). As swe_rl.algo's reward spec.
+    unsubmitted: Literal["zero", "mask", "grade"] = "zero"
     loop: dict[str, Any] = {}  # more swe_rl.agent AgentConfig fields (action_format, max_new_tokens, ...)
 
     @model_validator(mode="after")

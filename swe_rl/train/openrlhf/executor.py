@@ -31,7 +31,7 @@ from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 from swe_rl.agent.trajectory import Trajectory, mask_runs
 from swe_rl.policy.base import Completion, SamplingParams
-from swe_rl.train.openrlhf.aem_seam import FILTER_KEY, VALID_KEY
+from swe_rl.train.openrlhf.aem_seam import FILTER_KEY, MASKED_KEY, VALID_KEY
 from swe_rl.train.openrlhf.config import AgentConfig
 from swe_rl.train.openrlhf.data import task_from_label
 
@@ -106,13 +106,14 @@ def agent_config_from_env(environ: dict[str, str] | None = None) -> AgentConfig:
     return AgentConfig.model_validate(json.loads(raw)) if raw else AgentConfig()
 
 
-def _extra_logs(traj: Trajectory | None, error: bool) -> dict[str, float]:
+def _extra_logs(traj: Trajectory | None, error: bool, masked: bool = False) -> dict[str, float]:
     """The same keys for every sample (OpenRLHF concatenates info dicts key by key)."""
     t = traj or Trajectory(task_id="")
     valid = (not error) and t.reward is not None
     return {
         VALID_KEY: float(valid),
         FILTER_KEY: float(t.exit_status in COMPACT_FILTERED),
+        MASKED_KEY: float(masked),
         "swe_rl_resolved": float(bool(t.resolved)),
         "swe_rl_submitted": float(t.exit_status == "submitted"),
         "swe_rl_turns": float(t.metrics.get("steps", 0)),
@@ -122,15 +123,26 @@ def _extra_logs(traj: Trajectory | None, error: bool) -> dict[str, float]:
 
 
 def trajectory_to_response(
-    traj: Trajectory, prompt: str, label: str, tokenizer: Any, want_logprobs: bool, error: bool = False
+    traj: Trajectory,
+    prompt: str,
+    label: str,
+    tokenizer: Any,
+    want_logprobs: bool,
+    error: bool = False,
+    unsubmitted: str = "zero",
 ) -> dict[str, Any]:
-    """OpenRLHF's response dict (see SamplesGenerator._process_response_into_experience)."""
+    """OpenRLHF's response dict (see SamplesGenerator._process_response_into_experience). `unsubmitted` is the
+    reward rule for an episode that did not submit: zero (reward 0), mask (reward 0, zero advantage) or grade."""
     ids, mask, lps = list(traj.token_ids), list(traj.loss_mask), list(traj.logprobs)
     if not any(mask):  # nothing generated (failure before the first turn): a 1-token dummy action, valid 0
         eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
         ids, mask, lps = [*ids[-1:], eos] if ids else [eos, eos], [0, 1], [0.0, 0.0]
         error = True
     reward = float(traj.reward) if (traj.reward is not None and not error) else 0.0
+    unsub = traj.exit_status != "submitted" and unsubmitted != "grade"
+    if unsub:  # a patch left behind by a format error or a truncation earns nothing
+        reward = 0.0
+    masked = unsub and unsubmitted == "mask" and not error
     return {
         "prompt": prompt,
         "label": label,
@@ -142,7 +154,7 @@ def trajectory_to_response(
         "action_ranges": mask_runs(mask),
         "rollout_log_probs": lps if want_logprobs else None,
         "truncated": bool(traj.truncated),
-        "extra_logs": _extra_logs(traj, error),
+        "extra_logs": _extra_logs(traj, error, masked),
     }
 
 
@@ -183,7 +195,9 @@ class AgentExecutor(MultiTurnAgentExecutor):
             policy = EnginePolicy(llm_engine, sampling_params)
             async with self._admission():
                 traj = await instance.run(policy, hf_tokenizer, loop_cfg, self, next(self._sample_ids))
-            return trajectory_to_response(traj, prompt, label, hf_tokenizer, want_lp)
+            return trajectory_to_response(
+                traj, prompt, label, hf_tokenizer, want_lp, unsubmitted=self.cfg.unsubmitted
+            )
         except asyncio.CancelledError:
             raise
         except Exception:  # never crash the training step: a zero-advantage sample instead (logged)
