@@ -194,7 +194,8 @@ def compute_policy_loss(
     entropy_coef > 0 or EPO is on); ref_logp is needed when kl_coef > 0; epo_history when EPO is on;
     rollout_logp (the sampler's log-probs) when off_policy.mode is not off."""
     lc, op = cfg.loss, cfg.off_policy
-    weight, is_metrics = None, {}
+    weight: Tensor | None = None
+    is_metrics: dict[str, float] = {}
     if op.mode != "off":
         if rollout_logp is None:
             raise ValueError(f"rollout_logp: required when off_policy.mode is {op.mode!r}")

@@ -66,7 +66,7 @@ def build_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> E
             raise ValueError("rollout.engine=vllm needs data.source=generated (toy episodes sample in torch)")
         from swe_rl.train.toy import ToyRollouter, toy_sampler, toy_tasks
 
-        toy = ToyRollouter(model, tok)
+        toy = ToyRollouter(model, tok, temperature=cfg.rollout.temperature)
         return Env(
             ProgressRollouter(toy, progress) if progress is not None else toy,
             toy_tasks(10, stride=2),

@@ -29,6 +29,16 @@ def test_trainer_log_probs_use_the_rollout_temperature(train_toy_setup):
     assert m["rollout_lp_gap"] < 1e-4, m["rollout_lp_gap"]
 
 
+def test_toy_environment_samples_at_the_configured_temperature(train_toy_setup):
+    # what `swe-rl train` builds (run.build_env) must sample where the trainer scores: rollout.temperature
+    from swe_rl.train.run import build_env
+
+    cfg, _run, model, tok, _roll, _tasks = train_toy_setup("t05env", **{"data.source": "toy"})
+    cfg.rollout.temperature = 0.5
+    env = build_env(cfg, model, tok)
+    assert env.rollouter.temperature == 0.5
+
+
 class HalfSolvedToy(ToyRollouter):
     """The toy environment where the first half of the tasks of a step always succeed (all-equal groups, A = 0)."""
 
