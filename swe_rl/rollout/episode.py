@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from sandboxes.base import Sandbox
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.policy.base import Policy
+from swe_rl.tasks.grading import prepare_sandbox
 from swe_rl.tasks.reward import RewardResult
 from swe_rl.tasks.task import Task
 
@@ -144,6 +145,8 @@ async def rollout_one(
     run = episode_fn or default_episode_fn()
     try:
         async with sandbox_factory(task) as sandbox:
+            # a generated task's repo (metadata.files) and a setup script (R2E-Gym hides its tests) come first
+            await prepare_sandbox(sandbox, task)
             traj = await run(task, sandbox, policy, tokenizer, agent_cfg, sample_idx=sample_idx)
     except asyncio.CancelledError:
         raise

@@ -40,6 +40,28 @@ def list_tasks(
         )
 
 
+@tasks_app.command("generate")
+def generate_command(
+    n: int = typer.Option(..., "-n", min=1, help="number of tasks"),
+    out: Path = typer.Option(
+        ..., "-o", "--out", help="JSONL file to write (one SWE-bench-style Task per line)"
+    ),
+    split: str = typer.Option("held_out", help="'train' or 'held_out' (disjoint bug families)"),
+    seed: int = typer.Option(0, help="generator seed (the same seed gives the same tasks)"),
+) -> None:
+    """Generated micro tasks (swe_rl.tasks.generator) as JSONL, for `swe-rl eval --dataset FILE`."""
+    from swe_rl.tasks.generator import generate_tasks
+
+    try:
+        tasks = generate_tasks(n, split=split, seed=seed)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(t.model_dump_json() + "\n" for t in tasks))
+    typer.echo(f"wrote {len(tasks)} {split} tasks to {out}")
+
+
 @tasks_app.command("show")
 def show_task(
     instance_id: str = typer.Argument(..., help="the task's instance_id"),

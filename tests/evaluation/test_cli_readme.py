@@ -69,3 +69,16 @@ def test_eval_official_grader_then_report_and_grade_with_relative_paths(run_name
     assert "resolved 1/1" in graded.stdout, graded.stdout
     summary = json.loads((REPO / "runs" / f"{run_name}-grade" / "summary.json").read_text())
     assert summary["resolved_ids"] == [INSTANCE]
+
+
+@pytest.mark.ray
+def test_eval_of_generated_held_out_tasks_from_a_jsonl_file(run_name, eval_containers):
+    # eval/README.md: `swe-rl tasks generate ... -o FILE` then `swe-rl eval --dataset FILE`. A generated task's repo
+    # lives in its metadata (no image holds it): the episode's sandbox must get it before the agent starts.
+    data = f"runs/{run_name}-data/heldout.jsonl"
+    swe_rl("tasks", "generate", "-n", "2", "--split", "held_out", "--seed", "3", "-o", data)
+    out = swe_rl("eval", "-c", "configs/eval/micro.yaml", "--dataset", data, "--name", run_name)
+    assert "resolve rate 100.0%" in out.stdout and "infra failure 0" in out.stdout, out.stdout
+    report = json.loads((REPO / "runs" / run_name / "report" / "report.json").read_text())
+    assert report["episodes"] == 2 and report["counts"]["infra_failure"] == 0, report["counts"]
+    assert eval_containers(run_name) == []

@@ -185,9 +185,9 @@ async def test_vllm_serve_token_ids_and_processed_logprobs(vllm_server):
 @pytest.mark.docker
 @pytest.mark.ray
 def test_swe_rl_eval_with_the_served_policy(vllm_server, tmp_path):
-    """`swe-rl eval` as eval/README.md runs it, from the repository root: micro-suite instances, the policy served
-    by vLLM, episodes in the Ray pool, the usual report. (Held-out generated tasks do not run through `swe-rl eval`
-    yet: its sandboxes never materialize a generated task's repo, see eval/README.md.)"""
+    """`swe-rl eval` as eval/README.md runs it, from the repository root: micro-suite instances and held-out
+    generated tasks (a JSONL file from `swe-rl tasks generate`), the policy served by vLLM, episodes in the Ray
+    pool, the usual report."""
     import json
     import subprocess
     import sys
@@ -211,3 +211,18 @@ def test_swe_rl_eval_with_the_served_policy(vllm_server, tmp_path):
         assert key in report
     episodes = list((tmp_path / "micro" / "trajectories" / "run_00").glob("*.json"))
     assert len(episodes) == 2 and all(any(json.loads(p.read_text())["logprobs"]) for p in episodes)
+
+    data = tmp_path / "heldout.jsonl"
+    gen = subprocess.run([exe, "tasks", "generate", "-n", "2", "--split", "held_out", "-o", str(data)],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert gen.returncode == 0, gen.stderr[-2000:]
+    res = subprocess.run([exe, "eval", *common, "--name", "heldout", "--dataset", str(data),
+                          "pool.ray_num_cpus=2"], cwd=REPO, capture_output=True, text=True, timeout=1200)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    report = json.loads((tmp_path / "heldout" / "report" / "report.json").read_text())
+    # the repo is in place: the agent's tools run (no infra failure), whatever the tiny model makes of the task
+    assert report["episodes"] == 2 and report["counts"]["infra_failure"] == 0, report["counts"]
+    held = [
+        json.loads(p.read_text()) for p in (tmp_path / "heldout" / "trajectories" / "run_00").glob("*.json")
+    ]
+    assert len(held) == 2 and all(t["task_id"].startswith("gen__held_out-") for t in held)
