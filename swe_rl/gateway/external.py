@@ -233,6 +233,6 @@ class ExternalRollouter:
         with ThreadPoolExecutor(max_workers=max(1, min(len(tasks) * n, self.slots.k))) as pool:
             fn = external_episode(self.agent, self.gateway, repo_dir=self.slots.repo_dir, executor=pool)
             runs = [rollout_one(t, i, self.gateway.policy, self.slots.lease, None, self.grader,
-                                tokenizer=self.gateway.tokenizer, episode_fn=fn)
+                                tokenizer=self.gateway.tokenizer, episode_fn=fn, prepare=False)
                     for t in tasks for i in range(n)]  # fmt: skip
             return list(await asyncio.gather(*runs))

@@ -65,6 +65,7 @@ class EpisodeContext:
     aclose: Callable[[], Awaitable[None]] | None = (
         None  # releases what the context holds (a warm sandbox pool)
     )
+    prepare: bool = True  # False when the factory's sandboxes hold the task's repo already (trainer slots)
 
     async def close(self) -> None:
         if self.aclose is not None:
@@ -80,6 +81,7 @@ class EpisodeContext:
             self.reward_fn,
             tokenizer=self.policy.tokenizer,
             episode_fn=self.episode_fn,
+            prepare=self.prepare,
         )
 
 
@@ -135,8 +137,12 @@ async def rollout_one(
     *,
     tokenizer: Any = None,
     episode_fn: EpisodeFn | None = None,
+    prepare: bool = True,
 ) -> Trajectory:
     """Run one episode of `task` and grade its patch. Never raises except on cancellation (Ctrl-C, shutdown).
+
+    With `prepare` the fresh sandbox first gets what the task needs before an agent sees it (a generated task's
+    repo from metadata.files, metadata.setup_script); pass False for sandboxes that hold the repo already.
 
     metrics gets rollout_s and grading_s; `metrics["grading"]` holds the grader's failure label and test report
     (and, when not resolved, the tail of the test log).
@@ -146,7 +152,8 @@ async def rollout_one(
     try:
         async with sandbox_factory(task) as sandbox:
             # a generated task's repo (metadata.files) and a setup script (R2E-Gym hides its tests) come first
-            await prepare_sandbox(sandbox, task)
+            if prepare:
+                await prepare_sandbox(sandbox, task)
             traj = await run(task, sandbox, policy, tokenizer, agent_cfg, sample_idx=sample_idx)
     except asyncio.CancelledError:
         raise

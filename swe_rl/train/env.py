@@ -267,7 +267,8 @@ class PipelineRollouter:
 
         ctxs = [
             EpisodeContext(policy=self.provider, sandbox_factory=self.slots.lease, reward_fn=self.grader,  # type: ignore[arg-type]
-                           agent_cfg=self.agent_cfg.model_copy(update={"seed": seed + 7919 * i}))
+                           agent_cfg=self.agent_cfg.model_copy(update={"seed": seed + 7919 * i}),
+                           prepare=False)  # a slot lease writes the task's repo itself
             for i in range(n)
         ]  # fmt: skip
         return list(await asyncio.gather(*(ctxs[i].run(t, i) for t in tasks for i in range(n))))

@@ -87,3 +87,36 @@ async def test_grader_exception_and_empty_patch(rollout_task, rollout_agent_cfg,
     )
     assert crashed.exit_status == "submitted" and crashed.reward is None and "grader crashed" in crashed.error
     assert crashed.metrics["grading"]["failure"] == "grader_exception"
+
+
+@pytest.mark.parametrize("prepare", [True, False])
+async def test_a_generated_tasks_repo_is_in_the_sandbox_before_the_agent_starts(
+    rollout_agent_cfg, tiny_tokenizer, prepare
+):
+    from swe_rl.agent.trajectory import Trajectory
+    from swe_rl.tasks.generator import generate_tasks
+
+    (task,) = generate_tasks(1, split="held_out", seed=5)
+    task = task.model_copy(update={"metadata": {**task.metadata, "setup_script": "touch /tmp/setup-ran"}})
+    seen: dict[str, str] = {}
+
+    async def look(task, sandbox, policy, tokenizer, cfg, *, sample_idx=0):
+        # what an agent would find: the repo committed once at /testbed, the setup script already run
+        res = await sandbox.exec(
+            "cd /testbed && git log --oneline | wc -l; ls; ls /tmp/setup-ran", timeout=30
+        )
+        seen["out"] = res.output
+        return Trajectory(task_id=task.instance_id, exit_status="submitted")
+
+    factory = task_sandbox_factory({"backend": "docker"}, run_id="rollout-ep-prepare")
+    traj = await rollout_one(
+        task, 0, None, factory, rollout_agent_cfg, None, episode_fn=look, prepare=prepare
+    )
+    assert traj.error is None, traj.error
+    if prepare:
+        n_commits, *files = seen["out"].split()
+        assert n_commits == "1" and set(task.metadata["files"]) <= set(files), seen["out"]
+        assert "/tmp/setup-ran" in files, seen["out"]
+    else:  # the caller's sandboxes hold the repo (trainer slots): nothing is written twice
+        assert "/testbed: No such file" in seen["out"], seen["out"]
+        assert "cannot access '/tmp/setup-ran'" in seen["out"], seen["out"]
