@@ -1,8 +1,8 @@
 """SWE-ReX `AbstractRuntime` over a `sandboxes` sandbox (PyPI `swe-rex` 1.x; imported here, never by `sandboxes`).
 
 Sessions: every named bash session lives in the sandbox's one persistent shell. A session's command runs in a
-subshell that first restores that session's cwd and exported variables from two state files and saves them
-again on exit (an EXIT trap, so `exit N` keeps them too); sessions therefore do not see each other's `cd` or
+subshell that first restores that session's cwd and exported variables from its state file and saves them
+again, atomically, on exit (an EXIT trap, so `exit N` keeps them too); sessions therefore do not see each other's `cd` or
 `export`, and nothing leaks into the shell itself. Not persisted, as in the sandbox shell: unexported variables,
 functions, aliases, `set` options. The command is syntax-checked first with the sandbox's own `bash -n`
 (BashIncorrectSyntaxError, as swe-rex's local runtime does). A command never outlives its call: a timeout kills
@@ -120,7 +120,7 @@ class SandboxRuntime(AbstractRuntime):
             raise SessionExistsError(f"session {request.session} already exists")
         self._count += 1
         state = f"{self._prefix}-{self._count}"
-        init = f"mkdir -p -- {q(state.rsplit('/', 1)[0])} && pwd > {q(state)}.cwd && : > {q(state)}.env"
+        init = f"mkdir -p -- {q(state.rsplit('/', 1)[0])} && printf 'cd -- %q\\n' \"$PWD\" > {q(state)}"
         r = await self._call(self.sandbox.exec(init, timeout=30))
         if r.exit_code != 0:
             raise SandboxError(
@@ -164,10 +164,16 @@ class SandboxRuntime(AbstractRuntime):
     async def _session_exec(
         self, state: str, command: str, timeout: float | None, marker: str | None = None
     ) -> ExecResult:
-        """`command` in a subshell carrying the session's cwd and exports in and out (see the module doc)."""
-        cwd, env = f"{state}.cwd", f"{state}.env"
-        save = f"__rc=$?; pwd > {q(cwd)}; export -p > {q(env)}; exit $__rc"
-        body = f'( trap {q(save)} EXIT\ncd -- "$(cat {q(cwd)})" 2>/dev/null\n. {q(env)} 2>/dev/null\neval {q(command)}\n)'
+        """`command` in a subshell carrying the session's cwd and exports in and out (see the module doc).
+
+        The state is one file (a `cd` line, then `export -p`), written to a temporary name and renamed over the
+        old one: a kill that lands mid-save (a timed-out command's trap) leaves the previous state whole."""
+        tmp = f"{state}.tmp"
+        save = (
+            f'__rc=$?; {{ printf \'cd -- %q\\n\' "$PWD"; export -p; }} > {q(tmp)} && PATH="$PATH:/usr/bin:/bin" mv -f -- {q(tmp)} {q(state)}; '
+            "exit $__rc"
+        )
+        body = f"( trap {q(save)} EXIT\n. {q(state)} 2>/dev/null\neval {q(command)}\n)"
         if marker is not None:
             check = f"__e=$(printf '%s\\n' {q(command)} | bash -n 2>&1)"
             body = f"if {check}; then\n{body}\nelse printf '%s\\n%s\\n' {q(marker)} \"$__e\"; (exit 2); fi"
@@ -177,7 +183,7 @@ class SandboxRuntime(AbstractRuntime):
         state = self._sessions.pop(request.session, None)
         if state is None:
             raise SessionDoesNotExistError(f"session {request.session!r} does not exist")
-        await self._call(self.sandbox.exec(f"rm -f -- {q(state)}.cwd {q(state)}.env", timeout=30))
+        await self._call(self.sandbox.exec(f"rm -f -- {q(state)} {q(state)}.tmp", timeout=30))
         return CloseBashSessionResponse()
 
     # --- commands and files ---------------------------------------------------------------------------------

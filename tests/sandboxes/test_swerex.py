@@ -66,6 +66,9 @@ def _sessions(rt) -> None:
     assert _bash(rt, 'echo "$(basename $PWD) ${O:-none}"').output.strip() == "sub none"
     assert _bash(rt, "cd .. && export LEFT=1 && exit 3").exit_code == 3  # exit keeps the state
     assert _bash(rt, 'echo "$(basename $PWD) $LEFT"').output.strip() == "w 1"
+    # a save torn mid-write (here: no file may grow, as a kill would cut it) keeps the previous state whole
+    _bash(rt, "cd sub && export TORN=1; ulimit -f 0")
+    assert _bash(rt, 'echo "$(basename $PWD) $LEFT ${TORN:-none}"').output.strip() == "w 1 none"
     heredoc = "cat <<'EOF' > h.txt\nline $HOME\nEOF\ncat h.txt"
     assert _bash(rt, heredoc).output.strip() == "line $HOME"
     with pytest.raises(NonZeroExitCodeError, match="no-such-file"):
