@@ -78,11 +78,11 @@ async def main(args) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from swe_rl.experiments.demo import SHIPPED_SFT
     from swe_rl.policy.base import SamplingParams
     from swe_rl.policy.hf import HFLocalPolicy
     from swe_rl.policy.tiny import load_tokenizer
     from swe_rl.policy.vllm import VLLMPolicy
-    from swe_rl.train.demo import SHIPPED_SFT
 
     tok = load_tokenizer(SHIPPED_SFT)
     model = AutoModelForCausalLM.from_pretrained(SHIPPED_SFT, dtype=torch.float32).eval()

@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
         fails = ", ".join(f"{k}={v:.3f}" for k, v in sorted(metrics.items()) if "fail/" in k)
         print(f"{name}: greedy {metrics.get('greedy_success', 0):.3f} sampled {metrics.get('sampled_success', 0):.3f}"
               f" {fails}", flush=True)  # fmt: skip
-    from swe_rl.train.plots import plot_failure_modes
+    from swe_rl.experiments.plots import plot_failure_modes
 
     done = {n: results[n] for n in ckpts if n in results}
     print(f"plot: {plot_failure_modes(done, out.with_suffix('.png'))}")

@@ -31,6 +31,7 @@ def main() -> None:
 
     from transformers import AutoModelForCausalLM
 
+    from swe_rl.experiments.demo import SHIPPED_SFT
     from swe_rl.gateway.external import ExternalRollouter, WithGoldFix, demo_mini_agent
     from swe_rl.gateway.server import Gateway
     from swe_rl.policy.hf import HFLocalPolicy
@@ -38,7 +39,6 @@ def main() -> None:
     from swe_rl.runs import RunDir
     from swe_rl.tasks.generator import generate_tasks, sample_batch
     from swe_rl.train.config import TrainConfig
-    from swe_rl.train.demo import SHIPPED_SFT
     from swe_rl.train.env import CachedGrader, SandboxSlots
     from swe_rl.train.loop import train
 

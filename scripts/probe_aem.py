@@ -6,7 +6,7 @@
 
 Writes OUT_DIR/probe.json (config, per-start summary: paired means of Δ(kind) − Δ(GRPO) for decision entropy
 and P(correct) with 95% bootstrap intervals), OUT_DIR/probe_batches.json (every batch) and OUT_DIR/probe.png.
-See swe_rl/train/probe.py for the design. About 10 minutes on one core for the defaults (two SFT starts).
+See swe_rl/experiments/probe.py for the design. About 10 minutes on one core for the defaults (two SFT starts).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    from swe_rl.train.probe import ProbeConfig, plot, run_probe
+    from swe_rl.experiments.probe import ProbeConfig, plot, run_probe
 
     ap = argparse.ArgumentParser(prog="probe_aem.py", description=__doc__.split("\n")[0])
     ap.add_argument("out_dir", type=Path)

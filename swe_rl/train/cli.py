@@ -56,7 +56,7 @@ def demo_command(
 ) -> None:
     """SFT warm start (or the shipped checkpoint) -> short GRPO+AEM run -> held-out + micro-suite eval -> report."""
     from swe_rl.config import load_config
-    from swe_rl.train.demo import DemoConfig, run_demo
+    from swe_rl.experiments.demo import DemoConfig, run_demo
 
     files: list[str | Path] = [c for c in config if Path(c).is_file() or c != "configs/demo.yaml"]
     run_demo(load_config(DemoConfig, files=files, overrides=override))
@@ -79,6 +79,6 @@ def compare_command(
 ) -> None:
     """GRPO vs GRPO+AEM vs GRPO+EMPG over seeds from one SFT start; PNG plots of held-out success, entropy
     and mixed-group fraction per step."""
-    from swe_rl.train.compare import run_compare
+    from swe_rl.experiments.compare import run_compare
 
     run_compare(config, methods, seeds, override, out, plot_only)

@@ -64,7 +64,7 @@ def build_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> E
     if cfg.data.source == "toy":
         if cfg.rollout.engine != "hf":
             raise ValueError("rollout.engine=vllm needs data.source=generated (toy episodes sample in torch)")
-        from swe_rl.train.toy import ToyRollouter, toy_sampler, toy_tasks
+        from swe_rl.experiments.toy import ToyRollouter, toy_sampler, toy_tasks
 
         toy = ToyRollouter(model, tok, temperature=cfg.rollout.temperature)
         return Env(

@@ -15,8 +15,8 @@ from swe_rl.agent.trajectory import mask_runs
 def tiny_sft():
     from transformers import AutoModelForCausalLM
 
+    from swe_rl.experiments.demo import SHIPPED_SFT
     from swe_rl.policy.tiny import load_tokenizer
-    from swe_rl.train.demo import SHIPPED_SFT
 
     return AutoModelForCausalLM.from_pretrained(SHIPPED_SFT).eval(), load_tokenizer(SHIPPED_SFT)
 

@@ -15,10 +15,10 @@ from swe_rl.agent.trajectory import mask_runs
 def gateway():
     from transformers import AutoModelForCausalLM
 
+    from swe_rl.experiments.demo import SHIPPED_SFT
     from swe_rl.gateway.server import Gateway
     from swe_rl.policy.hf import HFLocalPolicy
     from swe_rl.policy.tiny import load_tokenizer
-    from swe_rl.train.demo import SHIPPED_SFT
 
     tok = load_tokenizer(SHIPPED_SFT)
     model = AutoModelForCausalLM.from_pretrained(SHIPPED_SFT).eval()
@@ -114,7 +114,7 @@ def test_cli_serves_until_sigterm_and_writes_the_sessions(tmp_path):
     import subprocess
     import sys
 
-    from swe_rl.train.demo import SHIPPED_SFT
+    from swe_rl.experiments.demo import SHIPPED_SFT
 
     out = tmp_path / "sessions.jsonl"
     cmd = [sys.executable, "-m", "swe_rl.cli", "gateway", "--model", str(SHIPPED_SFT), "--port", "0",

@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 
+from swe_rl.experiments.demo import SHIPPED_SFT
 from swe_rl.policy.base import SamplingParams
-from swe_rl.train.demo import SHIPPED_SFT
 
 pytestmark = pytest.mark.vllm
 

@@ -8,10 +8,10 @@ import pytest
 @pytest.fixture
 def train_toy_setup(tmp_path):
     """Factory: (cfg overrides) -> (cfg, run, model, tokenizer, rollouter, tasks), all fresh and seeded."""
+    from swe_rl.experiments.toy import ToyRollouter, toy_tasks
     from swe_rl.policy.tiny import build_tiny_model, build_tokenizer
     from swe_rl.runs import RunDir
     from swe_rl.train.config import TrainConfig
-    from swe_rl.train.toy import ToyRollouter, toy_tasks
 
     tok = build_tokenizer()
 

@@ -79,7 +79,7 @@ def test_summarize_reports_modes_only_for_generated_tasks(tmp_path):
 
 
 def test_failure_mode_plot(tmp_path):
-    from swe_rl.train.plots import plot_failure_modes
+    from swe_rl.experiments.plots import plot_failure_modes
 
     (t,) = generate_tasks(1, "held_out", seed=7)
     ex = t.metadata["expert"]
@@ -93,8 +93,8 @@ def test_failure_mode_plot(tmp_path):
 
 
 def test_demo_report_shows_failure_modes_before_and_after(tmp_path):
+    from swe_rl.experiments.demo import _write_report
     from swe_rl.runs import RunDir
-    from swe_rl.train.demo import _write_report
 
     (t,) = generate_tasks(1, "held_out", seed=8)
     ex = t.metadata["expert"]

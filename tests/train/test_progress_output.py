@@ -40,7 +40,7 @@ def test_train_shows_each_step_with_its_reward(tmp_path):
 def test_demo_shows_rl_steps_held_out_and_micro_suite(tmp_path, capfd):
     """A tiny `swe-rl demo` (shipped SFT checkpoint, real sandboxes and tests): each phase prints progress."""
     from swe_rl.config import load_config
-    from swe_rl.train.demo import DemoConfig, run_demo
+    from swe_rl.experiments.demo import DemoConfig, run_demo
 
     cfg = load_config(DemoConfig, files=["configs/demo.yaml"], overrides=[
         f"out_dir={tmp_path}", "micro_limit=1", "train.steps=1", "train.save_every=1",

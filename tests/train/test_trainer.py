@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from swe_rl.experiments.toy import toy_sampler
 from swe_rl.train.batch import collate, token_logprobs_entropy
 from swe_rl.train.checkpoint import TrainState, latest, load_checkpoint, save_checkpoint
 from swe_rl.train.loop import lr_at, train
 from swe_rl.train.objective import advantages, global_count, microbatch_loss
-from swe_rl.train.toy import toy_sampler
 
 
 def _success(rollouter, tasks, seed: int = 12345) -> float:

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from swe_rl.experiments.toy import ToyRollouter, toy_sampler
 from swe_rl.train.loop import train
-from swe_rl.train.toy import ToyRollouter, toy_sampler
 
 SMALL = {"rollout.tasks_per_step": 4, "rollout.n_samples": 4}  # 16 episodes: one step takes ~1-2 s
 

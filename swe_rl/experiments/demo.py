@@ -112,8 +112,8 @@ def _micro_suite(cfg: DemoConfig, run: RunDir, root: RunDir) -> dict[str, Any] |
 
 def _failure_rows(rows: list[dict[str, Any]]) -> list[str]:
     """Report table rows: how the unresolved held-out episodes failed, at the first and the last evaluation."""
+    from swe_rl.experiments.plots import series
     from swe_rl.train.evaluate import FAILURE_MODES
-    from swe_rl.train.plots import series
 
     out = []
     for mode in ("greedy", "sampled"):
@@ -128,7 +128,7 @@ def _failure_rows(rows: list[dict[str, Any]]) -> list[str]:
 
 def _write_report(root: RunDir, rows: list[dict[str, Any]], micro: dict[str, Any] | None, held_md: Path,
                   t_sft: float, t_rl: float, t_all: float) -> Path:  # fmt: skip
-    from swe_rl.train.plots import aem_report_rows, plot_methods, series
+    from swe_rl.experiments.plots import aem_report_rows, plot_methods, series
 
     pngs = plot_methods({"GRPO+AEM": [rows]}, root.report)
     steps, succ = series(rows, "eval/greedy_success")
@@ -155,7 +155,7 @@ def _write_report(root: RunDir, rows: list[dict[str, Any]], micro: dict[str, Any
                               if k in micro}, indent=1, default=str)[:2000], "```"]  # fmt: skip
     evals = [r for r in rows if "eval/greedy_success" in r]
     if len(evals) >= 2 and any("_fail/" in k for k in evals[0]):
-        from swe_rl.train.plots import plot_failure_modes
+        from swe_rl.experiments.plots import plot_failure_modes
 
         first, last = ({k.removeprefix("eval/"): v for k, v in r.items()} for r in (evals[0], evals[-1]))
         pngs.append(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from swe_rl.train.probe import KINDS, ProbeConfig, _shuffle_within_groups, plot, run_probe
+from swe_rl.experiments.probe import KINDS, ProbeConfig, _shuffle_within_groups, plot, run_probe
 
 TINY = {"batches": 2, "tasks": 2, "n": 4, "sft_steps": 3, "probe_states": 2, "starts": {"a": 0.2, "b": 0.8}}
 

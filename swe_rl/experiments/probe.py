@@ -11,7 +11,7 @@ probe set of decision states and the weights are restored:
               contrast, only the within-turn one)
 Per batch the paired difference Δ(kind) − Δ(grpo) is taken; means and bootstrap intervals run over batches.
 
-Environment: the toy two-turn task (swe_rl.train.toy) on its even digits: turn 1 is free, the first token of turn 2
+Environment: the toy two-turn task (swe_rl.experiments.toy) on its even digits: turn 1 is free, the first token of turn 2
 is the decision (right = an even token id). Two SFT starts from one tiny model: demonstrations whose decision is
 right with probability `p_correct` (low = failure-dominated groups, high = success-dominated groups). A decision
 state = prompt + a sampled turn 1 + the observation; P(correct) = the probability mass on right-parity tokens there.
@@ -31,8 +31,8 @@ from swe_rl.algo.aem import aem_coefficients, aem_diagnostics
 from swe_rl.algo.config import AlgoConfig
 from swe_rl.algo.pipeline import compute_advantages, compute_policy_loss
 from swe_rl.algo.spans import broadcast, span_index, span_mean
+from swe_rl.experiments.toy import ToyRollouter, toy_tasks
 from swe_rl.train.batch import collate, token_logprobs_entropy
-from swe_rl.train.toy import ToyRollouter, toy_tasks
 
 KINDS = ("grpo", "aem", "reversed", "shuffled", "per_turn")
 VOCAB_LO, VOCAB_HI = 100, 140  # the demonstrations' free tokens

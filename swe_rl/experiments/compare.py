@@ -29,7 +29,7 @@ def run_compare(config: list[str], methods: list[str], seeds: list[int], overrid
                 plot_only: bool = False) -> Path:  # fmt: skip
     from swe_rl.algo.config import AlgoConfig
     from swe_rl.config import load_config
-    from swe_rl.train.demo import DemoConfig
+    from swe_rl.experiments.demo import DemoConfig
 
     demo = load_config(DemoConfig, files=[c for c in config if Path(c).is_file()], overrides=overrides)
     out_dir = Path(out)
@@ -102,7 +102,7 @@ def _train_one(cfg: Any) -> None:
 
 def summarize(out_dir: Path, methods: list[str], seeds: list[int]) -> Path:
     """Plots + summary.json: held-out success at the first and last evaluation, per seed and mean gain."""
-    from swe_rl.train.plots import aem_summary, plot_methods, series
+    from swe_rl.experiments.plots import aem_summary, plot_methods, series
 
     runs: dict[str, list[list[dict[str, Any]]]] = {}
     summary: dict[str, Any] = {}

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from swe_rl.experiments.compare import summarize
 from swe_rl.runs import RunDir
-from swe_rl.train.compare import summarize
 
 
 def _write_run(out, name, greedy, sampled, mixed):
@@ -37,7 +37,7 @@ def test_summary_gains_and_plots(tmp_path):
 
 
 def test_step0_evaluation_is_computed_once_per_key(tmp_path):
-    from swe_rl.train.compare import Step0Cache
+    from swe_rl.experiments.compare import Step0Cache
 
     calls = []
 
@@ -56,7 +56,7 @@ def test_step0_evaluation_is_computed_once_per_key(tmp_path):
 
 
 def test_aem_diagnostics_in_summary_plots_and_report(tmp_path):
-    from swe_rl.train.plots import aem_report_rows
+    from swe_rl.experiments.plots import aem_report_rows
 
     run = RunDir.create(str(tmp_path), "grpo_aem_s0")
     for step, (rule, tok, edit) in enumerate([(1.0, 1.0, 1.0), (0.5, 0.9, 0.6), (0.25, 0.8, 0.4)]):
