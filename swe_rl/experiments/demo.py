@@ -19,7 +19,7 @@ from swe_rl.runs import RunDir
 from swe_rl.train.config import TrainConfig
 from swe_rl.train.sft import SFTConfig
 
-SHIPPED_SFT = Path(__file__).parent / "assets" / "demo_sft"
+SHIPPED_SFT = Path(__file__).resolve().parents[1] / "train" / "assets" / "demo_sft"  # the trainer ships it
 
 
 class DemoConfig(StrictModel):
