@@ -21,12 +21,31 @@ class ModelConfig(StrictModel):
     threads: int = 0  # torch intra-op threads; 0 = leave torch's default
 
 
+class DecisionsConfig(StrictModel):
+    """The start checkpoint of `source: decisions` (swe_rl.experiments.decisions.build_start): a tiny model fitted
+    to noisy demonstrations; fewer SFT steps and a lower p_correct give a higher-entropy start."""
+
+    p_correct: float = Field(
+        default=0.6, ge=0, le=1
+    )  # each demonstrated decision is right with this probability
+    p_submit: float = Field(default=0.9, ge=0, le=1)  # demonstrations end with submit (else continue)
+    p_template: float = Field(
+        default=0.8, ge=0, le=1
+    )  # a free token is its turn's template token (else random)
+    sft_steps: int = Field(default=300, ge=0)
+    sft_lr: float = Field(default=3e-3, gt=0)
+    sft_batch: int = Field(default=64, ge=1)
+    start_seed: int = 0  # init and demonstration seed of the start
+
+
 class DataConfig(StrictModel):
-    source: Literal["generated", "toy"] = "generated"  # generated micro tasks, or the toy environment
+    # generated micro tasks (Docker pipeline), the toy environment, or the in-process multi-decision environment
+    source: Literal["generated", "toy", "decisions"] = "generated"
     n_train: int = 3000  # generated training tasks
     n_held_out: int = 100  # generated held-out tasks for evaluation
     seed: int = 0  # generator seed (train and held-out splits are disjoint by construction)
     n_funcs: int = 3  # functions per generated module (one carries the bug)
+    decisions: DecisionsConfig = Field(default_factory=DecisionsConfig)  # source: decisions only
 
 
 class RolloutConfig(StrictModel):
@@ -61,6 +80,9 @@ class EvalConfig(StrictModel):
     every: int = 0  # evaluate held-out tasks every N steps (0 = only at the end)
     n_tasks: int = 100  # held-out tasks per evaluation
     sampled: int = 0  # extra samples per task at T=1 (0 = greedy only)
+    # which held-out split: `validation` for every design choice, `test` only for the numbers reported
+    # (source: decisions has both; the generated source has one held-out split, its test split)
+    split: Literal["test", "validation"] = "test"
 
 
 class TrainConfig(StrictModel):

@@ -38,6 +38,11 @@ def load_policy_model(cfg: TrainConfig) -> tuple[Any, Any]:
 
     if cfg.model.threads:
         torch.set_num_threads(cfg.model.threads)
+    if not cfg.model.init and cfg.data.source == "decisions":  # its start: SFT on noisy demonstrations, once
+        from swe_rl.experiments.decisions import build_start, start_folder
+
+        cfg = cfg.model_copy(deep=True)
+        cfg.model.init = str(build_start(cfg, start_folder(cfg)))
     if cfg.model.init:
         from transformers import AutoModelForCausalLM
 
@@ -58,6 +63,23 @@ def load_policy_model(cfg: TrainConfig) -> tuple[Any, Any]:
     return build_tiny_model(tok, arch=cfg.model.arch, size=cfg.model.size, seed=cfg.model.seed), tok
 
 
+def _decisions_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> Env:
+    """The in-process multi-decision environment (swe_rl.experiments.decisions): no sandboxes."""
+    if cfg.rollout.engine != "hf":
+        raise ValueError(
+            "rollout.engine=vllm needs data.source=generated (decisions episodes sample in torch)"
+        )
+    from swe_rl.experiments.decisions import DecisionRollouter, decision_sampler, decision_tasks
+    from swe_rl.train.evaluate import HeldOutEval
+
+    roll = DecisionRollouter(model, tok, temperature=cfg.rollout.temperature)
+    tasks = decision_tasks("train", cfg.data.n_train, cfg.data.seed)
+    held = decision_tasks(cfg.eval.split, cfg.eval.n_tasks, cfg.data.seed)
+    held_roll: Any = ProgressRollouter(roll, progress, "held-out") if progress is not None else roll
+    train_roll: Any = ProgressRollouter(roll, progress) if progress is not None else roll
+    return Env(train_roll, tasks, decision_sampler, HeldOutEval(held_roll, held, sampled=cfg.eval.sampled))
+
+
 def build_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> Env:
     """The training environment; with `progress` (a RunProgress) every rollout call, training or held-out, is a
     phase bar advanced per finished episode."""
@@ -71,6 +93,13 @@ def build_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> E
             ProgressRollouter(toy, progress) if progress is not None else toy,
             toy_tasks(10, stride=2),
             toy_sampler,
+        )
+    if cfg.data.source == "decisions":
+        return _decisions_env(cfg, model, tok, progress)
+    if cfg.eval.split != "test":
+        raise ValueError(
+            "eval.split=validation: data.source=generated has one held-out split (test); "
+            "use data.source=decisions for a validation split"
         )
     from swe_rl.policy.hf import HFLocalPolicy
     from swe_rl.tasks.generator import generate_tasks, sample_batch

@@ -1,0 +1,317 @@
+"""An in-process multi-decision environment for the AEM outcome study (issue 16): `data.source: decisions`.
+
+Why it exists: the Docker pipeline's episodes have one real decision (the edit) and trivial turns, so span entropies
+differ by turn type and barely within one, and the study's sizes (2 arms x 10 seeds x 100 steps, 200 held-out tasks
+x 4 samples every 10 steps) would take ~15 CPU-hours through sandboxes. Here an episode has the shape of a
+localize / edit / edit / submit agent run, every turn carries a decision with a plausible wrong alternative, and a
+whole episode is ~50 tokens sampled in one torch batch, so the study fits 2 hours on 2 cores.
+
+Episode (token ids, one row of a batch; each assistant turn = a decision token + one free "reasoning" token):
+    prompt   "fix" f z1 z2 z3           f = the file named by the failing test (0..3), z = distractor digits
+    turn 1   locate: FILE[k]            right iff k == f
+    obs 1    "view" c1 c2   (right file: the two constants of the buggy lines)
+             "miss" c1' c2' (a wrong file: its own constants; the episode can no longer succeed)
+    turn 2   edit 1: EDIT1[j]           right iff j == c1 (c in {0, 1}: the fix depends on what the file showed)
+    obs 2    "ok"
+    turn 3   edit 2: EDIT2[j]           right iff j == c2
+    obs 3    "ok"
+    turn 4   SUBMIT or CONTINUE         CONTINUE = the episode ends without submitting
+Patch graded: 1 iff the file and both edits are right. Exit status `submitted` after SUBMIT, else `format_error`,
+so the trainer's reward spec decides what an unsubmitted patch scores (`algo.reward.unsubmitted`, default zero).
+Any other token in a decision position is wrong, as an unparsable tool call would be.
+
+Tasks are (f, z1, z2, z3, c1, c2) tuples: 4 x 10^3 x 4 = 16,000. A task's split (train / validation / test) is a hash of the tuple,
+so the three are disjoint by construction; held-out tasks combine constants and files the policy never saw
+together. The start checkpoint (`build_start`) is a tiny Qwen2 fitted to noisy demonstrations: each decision right
+with probability `p_correct`, submit with `p_submit`, the free token a turn-type template with probability
+`p_template`; the fewer SFT steps, the higher its entropy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from swe_rl.agent.trajectory import Trajectory
+from swe_rl.tasks.task import Task
+
+N_FILES = 4
+FILE_TOK = (150, 151, 152, 153)
+EDIT1_TOK = (160, 161)
+EDIT2_TOK = (170, 171)
+SUBMIT_TOK, CONTINUE_TOK = 180, 181
+FREE_LO, FREE_HI = 100, 140  # the free tokens' range
+TEMPLATE_TOK = (110, 120, 130, 135)  # the demonstrations' usual free token of each turn
+TURNS = ("locate", "edit:1", "edit:2", "submit")
+SPLITS = ("train", "validation", "test")
+SPLIT_SHARES = (0.8, 0.1, 0.1)
+
+
+def split_of(*key: int) -> str:
+    h = int(hashlib.sha256("|".join(map(str, key)).encode()).hexdigest()[:8], 16) / 16**8
+    return (
+        "train" if h < SPLIT_SHARES[0] else "validation" if h < SPLIT_SHARES[0] + SPLIT_SHARES[1] else "test"
+    )
+
+
+def decision_tasks(split: str, n: int, seed: int = 0) -> list[Task]:
+    """n distinct tasks of `split`, drawn deterministically from `seed` (at most the split's size)."""
+    if split not in SPLITS:
+        raise ValueError(f"split={split!r}: expected one of {SPLITS}")
+    pool = [
+        (f, z // 100, z // 10 % 10, z % 10, c // 2, c % 2)
+        for f in range(N_FILES)
+        for z in range(1000)
+        for c in range(4)
+        if split_of(f, z, c) == split
+    ]
+    if n > len(pool):
+        raise ValueError(f"decision_tasks: n={n} but split {split!r} has only {len(pool)} tasks")
+    random.Random(f"{seed}|{split}").shuffle(pool)
+    return [
+        Task(
+            instance_id=f"dec__{split}-{i:05d}",
+            problem_statement=f"fix {f} {z1} {z2} {z3}",
+            metadata={"family": f"file{f}", "f": f, "z": [z1, z2, z3], "c": [c1, c2], "split": split},
+        )
+        for i, (f, z1, z2, z3, c1, c2) in enumerate(pool[:n])
+    ]
+
+
+def decision_sampler(tasks: list[Task], k: int, rng: random.Random) -> list[Task]:
+    return [rng.choice(tasks) for _ in range(k)]
+
+
+class Layout:
+    """Token ids of the fixed parts of an episode (prompt template, observations) for one tokenizer."""
+
+    def __init__(self, tok: Any):
+        ids = lambda s: tok(s, add_special_tokens=False)["input_ids"]  # noqa: E731
+        self.digit = [ids(str(d)) for d in range(10)]
+        if any(len(d) != 1 for d in self.digit):
+            raise ValueError("decisions env: the tokenizer must encode each digit as one token")
+        self.digit = [d[0] for d in self.digit]
+        self.head = ids("<|im_start|>user\nfix")
+        self.tail = ids("<|im_end|>\n<|im_start|>assistant\n")
+        self.user = ids("<|im_end|>\n<|im_start|>user\n")
+        view, miss, ok = ids("view"), ids("miss"), ids("ok")
+        width, space = max(len(view), len(miss), len(ok)), ids(" ")
+        # every observation has one length, so a batch's rows stay aligned whatever the policy chose
+        self.view, self.miss, self.ok = (w + space * (width - len(w)) for w in (view, miss, ok))
+
+    def prompt(self, t: Task) -> list[int]:
+        m = t.metadata
+        return self.head + [self.digit[x] for x in [m["f"], *m["z"]]] + self.tail
+
+    def observe(self, word: list[int], digits: list[int]) -> list[int]:
+        return self.user + word + [self.digit[d] for d in digits] + self.tail
+
+    def view_obs(self, t: Task, chosen_file: int | None) -> list[int]:
+        if chosen_file == t.metadata["f"]:
+            return self.observe(self.view, list(t.metadata["c"]))
+        return self.observe(self.miss, list(shown_constants(t, chosen_file)))
+
+    def ok_obs(self) -> list[int]:
+        return self.observe(self.ok, [0, 0])
+
+
+def shown_constants(t: Task, chosen_file: int | None) -> tuple[int, int]:
+    """The constants the viewed file shows: the task's own for the right file, another file's otherwise."""
+    c1, c2 = t.metadata["c"]
+    if chosen_file == t.metadata["f"]:
+        return c1, c2
+    k = (chosen_file if chosen_file is not None else N_FILES) + 1
+    return (c1 + k) % 2, (c2 + k // 2) % 2
+
+
+def right_tokens(t: Task) -> tuple[int, int, int, int]:
+    c1, c2 = t.metadata["c"]
+    return FILE_TOK[t.metadata["f"]], EDIT1_TOK[c1], EDIT2_TOK[c2], SUBMIT_TOK
+
+
+@dataclass
+class DecisionRollouter:
+    """Samples all episodes of a call as one batch (seeded torch.Generator, no KV cache: ~50 tokens)."""
+
+    model: Any
+    tokenizer: Any
+    temperature: float = 1.0  # 0 = greedy
+    turn_tokens: int = 2  # decision + free tokens per assistant turn
+
+    def __post_init__(self) -> None:
+        self.layout = Layout(self.tokenizer)
+
+    def with_temperature(self, temperature: float) -> DecisionRollouter:
+        return DecisionRollouter(self.model, self.tokenizer, temperature, self.turn_tokens)
+
+    @torch.no_grad()
+    def _sample(self, seqs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        toks, lps = [], []
+        for _ in range(self.turn_tokens):
+            logits = self.model(input_ids=seqs).logits[:, -1].float()
+            if self.temperature == 0:
+                nxt = logits.argmax(-1, keepdim=True)
+                logp = torch.log_softmax(logits, -1)
+            else:
+                logp = torch.log_softmax(logits / self.temperature, -1)
+                nxt = torch.multinomial(logp.exp(), 1, generator=gen)
+            toks.append(nxt)
+            lps.append(logp.gather(-1, nxt))
+            seqs = torch.cat([seqs, nxt], 1)
+        return torch.cat(toks, 1), torch.cat(lps, 1)
+
+    def rollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]:
+        gen = torch.Generator().manual_seed(seed)
+        lay = self.layout
+        rows = [t for t in tasks for _ in range(n)]  # task-major
+        seqs = torch.tensor([lay.prompt(t) for t in rows])
+        p = seqs.shape[1]
+        ids = [s.tolist() for s in seqs]
+        mask = [[0] * p for _ in rows]
+        lps = [[0.0] * p for _ in rows]
+        firsts: list[list[int]] = [[] for _ in rows]
+        spans: list[list[tuple[int, int]]] = [[] for _ in rows]
+        for turn in range(len(TURNS)):
+            a, lp = self._sample(seqs, gen)
+            for i in range(len(rows)):
+                start = len(ids[i])
+                ids[i] += a[i].tolist()
+                mask[i] += [1] * self.turn_tokens
+                lps[i] += lp[i].tolist()
+                firsts[i].append(int(a[i, 0]))
+                spans[i].append((start, len(ids[i])))
+            if turn == len(TURNS) - 1:
+                break
+            obs = []
+            for i, t in enumerate(rows):
+                if turn == 0:
+                    chosen = FILE_TOK.index(firsts[i][0]) if firsts[i][0] in FILE_TOK else None
+                    obs.append(lay.view_obs(t, chosen))
+                else:
+                    obs.append(lay.ok_obs())
+            for i, o in enumerate(obs):
+                ids[i] += o
+                mask[i] += [0] * len(o)
+                lps[i] += [0.0] * len(o)
+            seqs = torch.tensor(ids)
+        out = []
+        for i, t in enumerate(rows):
+            right = right_tokens(t)
+            ok = [firsts[i][k] == right[k] for k in range(4)]
+            patch_ok = ok[0] and ok[1] and ok[2]
+            submitted = ok[3]
+            msgs = [
+                {"role": "assistant", "span": list(spans[i][k]), "correct": ok[k],
+                 "action": {"name": TURNS[k].split(":")[0],
+                            "params": {"command": TURNS[k].split(":")[1]} if ":" in TURNS[k] else {}}}
+                for k in range(4)
+            ]  # fmt: skip
+            out.append(
+                Trajectory(
+                    task_id=t.instance_id,
+                    sample_idx=i % n,
+                    prompt_len=p,
+                    token_ids=ids[i],
+                    loss_mask=mask[i],
+                    logprobs=lps[i],
+                    messages=msgs,
+                    patch="fixed" if patch_ok else "",
+                    exit_status="submitted" if submitted else "format_error",
+                    terminated=submitted,
+                    reward=float(patch_ok),  # the graded patch; the reward spec handles unsubmitted episodes
+                    resolved=patch_ok and submitted,
+                    metrics={"steps": 4, "correct": ok},
+                )
+            )
+        return out
+
+
+# ---- the start checkpoint ---------------------------------------------------------------------------------------
+
+
+def demonstration(lay: Layout, t: Task, rng: random.Random, p_correct: float, p_submit: float,
+                  p_template: float) -> tuple[list[int], list[int]]:  # fmt: skip
+    """One noisy demonstration: each decision right with probability p_correct (else its plausible alternative,
+    or for the file a uniformly drawn wrong one), submit with p_submit, free tokens a template with p_template.
+    Returns (token ids, loss mask: 1 on the demonstrator's tokens)."""
+    right = right_tokens(t)
+
+    def free(turn: int) -> int:
+        return TEMPLATE_TOK[turn] if rng.random() < p_template else rng.randrange(FREE_LO, FREE_HI)
+
+    f_tok = right[0] if rng.random() < p_correct else rng.choice([x for x in FILE_TOK if x != right[0]])
+    chosen = FILE_TOK.index(f_tok)
+    # after a wrong file the demonstrator still edits by the constants it was shown
+    c1, c2 = shown_constants(t, chosen)
+    e1 = EDIT1_TOK[c1] if rng.random() < p_correct else EDIT1_TOK[1 - c1]
+    e2 = EDIT2_TOK[c2] if rng.random() < p_correct else EDIT2_TOK[1 - c2]
+    s = SUBMIT_TOK if rng.random() < p_submit else CONTINUE_TOK
+    ids, mask = list(lay.prompt(t)), [0] * len(lay.prompt(t))
+    for turn, (act, obs) in enumerate(
+        [(f_tok, lay.view_obs(t, chosen)), (e1, lay.ok_obs()), (e2, lay.ok_obs()), (s, [])]
+    ):
+        ids += [act, free(turn), *obs]
+        mask += [1, 1] + [0] * len(obs)
+    return ids, mask
+
+
+def start_key(cfg: Any) -> dict[str, Any]:
+    d = cfg.data.decisions
+    return {"decisions": d.model_dump(), "seed": cfg.data.seed, "size": cfg.model.size,
+            "arch": cfg.model.arch, "vocab_size": cfg.model.vocab_size}  # fmt: skip
+
+
+def start_folder(cfg: Any) -> Path:
+    """<out_dir>/starts/decisions-<hash of the start's configuration>: one start per configuration, shared."""
+    digest = hashlib.sha256(json.dumps(start_key(cfg), sort_keys=True).encode()).hexdigest()[:12]
+    return Path(cfg.out_dir) / "starts" / f"decisions-{digest}"
+
+
+def build_start(cfg: Any, path: Path) -> Path:
+    """The SFT start of a decisions run (a HF folder with its tokenizer), built once per configuration: a
+    folder whose start.json matches `cfg` is reused, another configuration is refused (pick a new folder)."""
+    from swe_rl.policy.tiny import build_tiny_model, build_tokenizer, save_tokenizer
+
+    path = Path(path)
+    key = start_key(cfg)
+    meta = path / "start.json"
+    if (path / "config.json").is_file() and meta.is_file():
+        have = json.loads(meta.read_text())
+        if have.get("key") != key:
+            raise ValueError(f"{path}: holds a start built with {have.get('key')}; this config needs {key}")
+        return path
+    d = cfg.data.decisions
+    tok = build_tokenizer(vocab_size=cfg.model.vocab_size)
+    lay = Layout(tok)
+    model = build_tiny_model(tok, arch=cfg.model.arch, size=cfg.model.size, seed=d.start_seed)
+    tasks = decision_tasks("train", cfg.data.n_train, cfg.data.seed)
+    rng = random.Random(d.start_seed)
+    opt = torch.optim.Adam(model.parameters(), lr=d.sft_lr)
+    model.train()
+    losses = []
+    for _ in range(d.sft_steps):
+        demos = [demonstration(lay, rng.choice(tasks), rng, d.p_correct, d.p_submit, d.p_template)
+                 for _ in range(d.sft_batch)]  # fmt: skip
+        ids = torch.tensor([x for x, _ in demos])
+        mask = torch.tensor([m for _, m in demos], dtype=torch.float32)[:, 1:]
+        logits = model(input_ids=ids).logits[:, :-1].float()
+        tok_loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
+        ).view_as(mask)
+        loss = (tok_loss * mask).sum() / mask.sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    model.eval()
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    save_tokenizer(tok, path)
+    meta.write_text(json.dumps({"key": key, "sft_loss_last": losses[-1] if losses else None}, indent=1))
+    return path
