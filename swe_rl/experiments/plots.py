@@ -73,12 +73,15 @@ def series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]
 
 
 def plot_methods(runs: dict[str, list[list[dict[str, Any]]]], out_dir: Path) -> list[Path]:
-    """runs: method -> list of per-seed metric rows. One PNG per curve: thin lines per seed, thick mean."""
+    """runs: method -> list of per-seed metric rows. One PNG per curve: thin lines per seed, thick mean, and a
+    shaded band: the 95% t-interval of the mean over seeds at each step (where two or more seeds have it)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+
+    from swe_rl.experiments.stats import mean_t_interval
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -95,8 +98,11 @@ def plot_methods(runs: dict[str, list[list[dict[str, Any]]]], out_dir: Path) -> 
             if curves:
                 common = sorted(set.intersection(*(set(c[0]) for c in curves)))
                 if common:
-                    mean = [np.mean([dict(zip(*c, strict=True))[s] for c in curves]) for s in common]
-                    ax.plot(common, mean, color=color, lw=2.2, label=f"{method} (n={len(curves)})")
+                    by_step = [dict(zip(*c, strict=True)) for c in curves]
+                    stats = np.array([mean_t_interval([b[s] for b in by_step]) for s in common])
+                    ax.plot(common, stats[:, 0], color=color, lw=2.2, label=f"{method} (n={len(curves)})")
+                    if len(curves) > 1:
+                        ax.fill_between(common, stats[:, 1], stats[:, 2], color=color, alpha=0.15, lw=0)
         ax.set_title(title)
         ax.set_xlabel("RL step")
         ax.grid(alpha=0.3)
@@ -108,6 +114,65 @@ def plot_methods(runs: dict[str, list[list[dict[str, Any]]]], out_dir: Path) -> 
         plt.close(fig)
         written.append(path)
     return written
+
+
+def plot_paired(primary: dict[str, Any], path: Path) -> Path:
+    """The primary metric's paired differences (summary.json "primary"): per method against the baseline, one
+    dot per seed (d_s, points of success), the mean with its two-level bootstrap 95% interval (thick) and the
+    seeds-only interval (thin), and the zero line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    paired = primary["paired"]
+    names = list(paired)
+    fig, ax = plt.subplots(figsize=(1.8 + 1.4 * len(names), 3.8))
+    rng = np.random.default_rng(0)  # jitter only
+    for i, m in enumerate(names):
+        p = paired[m]
+        d = 100 * np.asarray(p["per_seed"])
+        ax.scatter(i + rng.uniform(-0.12, 0.12, d.size), d, s=16, color="C0", alpha=0.6, zorder=3)
+        mean = 100 * p["mean"]
+        ax.errorbar(
+            i + 0.3,
+            mean,
+            yerr=[[mean - 100 * p["lo"]], [100 * p["hi"] - mean]],
+            fmt="o",
+            color="C3",
+            lw=2.5,
+            capsize=5,
+            zorder=4,
+            label="mean, 95% CI (seeds + tasks)" if i == 0 else None,
+        )
+        s = p["seeds_only"]
+        ax.errorbar(
+            i + 0.42,
+            mean,
+            yerr=[[mean - 100 * s["lo"]], [100 * s["hi"] - mean]],
+            fmt="none",
+            color="C1",
+            lw=1.2,
+            capsize=3,
+            zorder=4,
+            label="95% CI (seeds only)" if i == 0 else None,
+        )
+    ax.axhline(0.0, color="black", lw=0.8)
+    labels = [f"{m}\n- {primary['baseline']}\n{paired[m]['n_positive']}/{paired[m]['n_seeds']} seeds > 0"
+              for m in names]  # fmt: skip
+    ax.set_xticks(range(len(names)), labels, fontsize=8)
+    ax.set_xlim(-0.6, len(names) - 0.2)
+    ax.set_ylabel("paired difference (points of success)", fontsize=8)
+    ax.set_title(f"primary: {primary['mode']} held-out success, last {primary['last_k']} evaluations",
+                 fontsize=9)  # fmt: skip
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def plot_failure_modes(results: dict[str, dict[str, Any]], path: Path) -> Path:

@@ -76,9 +76,20 @@ def compare_command(
     override: list[str] = OVERRIDES,
     out: str = typer.Option("runs/compare", "--out", help="folder for the runs and the plots"),
     plot_only: bool = typer.Option(False, "--plot-only", help="only redraw plots from existing runs"),
+    jobs: int = typer.Option(
+        1, "--jobs", "-j", min=1, help="worker processes for the (method, seed) runs (spawned; resumable)"
+    ),
+    baseline: str = typer.Option(
+        "", "--baseline", help="method the paired differences are taken against (default: the first method)"
+    ),
+    last_k: int = typer.Option(
+        3, "--last-k", min=1, help="primary metric: mean sampled success over the last K held-out evaluations"
+    ),
 ) -> None:
     """GRPO vs GRPO+AEM vs GRPO+EMPG over seeds from one SFT start; PNG plots of held-out success, entropy
-    and mixed-group fraction per step."""
+    and mixed-group fraction per step; summary.json / summary.md with the primary metric's paired differences
+    against the baseline and their two-level (seeds, tasks) bootstrap intervals."""
     from swe_rl.experiments.compare import run_compare
 
-    run_compare(config, methods, seeds, override, out, plot_only)
+    run_compare(config, methods, seeds, override, out, plot_only, jobs=jobs, baseline=baseline or None,
+                last_k=last_k)  # fmt: skip

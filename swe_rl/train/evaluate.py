@@ -4,11 +4,17 @@
 success rates, per-family rates, exit reasons and, on generated tasks, how the unresolved episodes failed
 (`failure_mode`: the flawed expert's off-by-one constant, another edit, no edit); the episodes go into the
 evaluation harness's report (`write_eval_report`) so the demo's report has the same shape as `swe-rl eval`'s.
+
+With `record_dir` set, every evaluation also writes the per-task rewards (`record_dir/step_<step>.json`:
+`{"step": .., "modes": {mode: {task_id: [reward of sample 0, 1, ..]}}}`), which `swe-rl compare`'s paired
+two-level bootstrap resamples.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -18,25 +24,65 @@ from swe_rl.tasks.task import Task
 
 
 class HeldOutEval:
-    def __init__(self, rollouter: Any, tasks: list[Task], *, sampled: int = 0, seed: int = 10_000):
+    def __init__(self, rollouter: Any, tasks: list[Task], *, sampled: int = 0, seed: int = 10_000,
+                 record_dir: Path | None = None):  # fmt: skip
         self.rollouter = rollouter  # a PipelineRollouter (its agent_cfg sets the limits)
         self.tasks = tasks
         self.sampled = sampled  # samples per task at T=1 (0 = greedy only)
         self.seed = seed
         self.last: dict[str, list[Trajectory]] = {}
+        self.record_dir: Path | None = record_dir  # when set, run(step) writes the per-task rewards there
+        self.last_record: dict[str, dict[str, list[float]]] = {}  # mode -> task_id -> rewards of the last run
 
     def run(self, step: int = 0) -> dict[str, float]:
         out: dict[str, float] = {}
+        self.last_record = {}
         for mode, temp, n in (("greedy", 0.0, 1), ("sampled", 1.0, self.sampled)):
             if n <= 0:
                 continue
             roll = self.rollouter.with_temperature(temp)
             trajs = roll.rollout(self.tasks, n, self.seed)
             self.last[mode] = trajs
+            self.last_record[mode] = task_rewards(trajs)
             out.update(summarize(trajs, self.tasks, n, prefix=f"{mode}_"))
+        if self.record_dir is not None:
+            write_record(self.record_dir, step, self.last_record)
         return out
 
     __call__ = run
+
+
+def task_rewards(trajs: list[Trajectory]) -> dict[str, list[float]]:
+    """task_id -> the rewards of its samples in rollout order (an ungraded reward, None, counts as 0)."""
+    out: dict[str, list[float]] = {}
+    for t in trajs:
+        out.setdefault(t.task_id, []).append(float(t.reward or 0.0))
+    return out
+
+
+def record_path(record_dir: Path, step: int) -> Path:
+    return Path(record_dir) / f"step_{step:06d}.json"
+
+
+def write_record(record_dir: Path, step: int, modes: dict[str, dict[str, list[float]]]) -> Path:
+    """Write one evaluation's per-task rewards atomically (a temporary file renamed over the target)."""
+    path = record_path(record_dir, step)
+    atomic_write_text(path, json.dumps({"step": step, "modes": modes}))
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write to a temporary name next to `path`, then rename it over `path` (readers never see half a file;
+    concurrent writers of the same content both succeed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def summarize(trajs: list[Trajectory], tasks: list[Task], n: int, prefix: str = "") -> dict[str, float]:

@@ -77,3 +77,269 @@ def test_aem_diagnostics_in_summary_plots_and_report(tmp_path):
     rows = aem_report_rows(run.read_metrics())
     assert any("range rule" in r and "100%" in r and "25%" in r for r in rows)
     assert any("file_editor:str_replace" in r and "0.400" in r for r in rows)
+
+
+# --- per-task evaluation records, the primary metric and its paired bootstrap (issue 16's outcome study) ---
+
+
+def _write_records(out, name, evals):
+    """evals: step -> {task_id: [rewards]} of sampled evaluations (and a greedy one of the first sample)."""
+    from swe_rl.train.evaluate import write_record
+
+    run = RunDir.create(str(out), name)
+    for step, tasks in evals.items():
+        write_record(run.root / "eval_tasks", step, {"greedy": {t: r[:1] for t, r in tasks.items()},
+                                                     "sampled": tasks})  # fmt: skip
+        run.log_metrics(
+            step, {"eval/greedy_success": 0.5, "eval/sampled_success": 0.5, "mixed_group_frac": 0.5}
+        )
+    return run
+
+
+class _FakeRollouter:
+    """rollout(tasks, n, seed) -> n trajectories per task; reward by (task, sample, temperature)."""
+
+    def __init__(self, reward, temp=1.0):
+        self.reward, self.temp = reward, temp
+
+    def with_temperature(self, temp):
+        return _FakeRollouter(self.reward, temp)
+
+    def rollout(self, tasks, n, seed):
+        from swe_rl.agent.trajectory import Trajectory
+
+        return [Trajectory(task_id=t.instance_id, sample_idx=i, reward=self.reward(t.instance_id, i, self.temp),
+                           exit_status="submitted") for t in tasks for i in range(n)]  # fmt: skip
+
+
+def test_heldout_eval_writes_per_task_records(tmp_path):
+    from swe_rl.tasks.task import Task
+    from swe_rl.train.evaluate import HeldOutEval
+
+    tasks = [Task(instance_id=f"t{i}", problem_statement="x") for i in range(3)]
+
+    def reward(task, i, temp):
+        if task == "t2" and i == 1:
+            return None  # ungraded: 0.0 in the record
+        return 1.0 if (temp == 0.0 or i == 0) and task != "t1" else 0.0
+
+    ev = HeldOutEval(_FakeRollouter(reward), tasks, sampled=2)
+    ev.run(0)
+    assert not (tmp_path / "rec").exists()  # no record_dir: nothing written
+    ev.record_dir = tmp_path / "rec"
+    ev.run(7)
+    rec = json.loads((tmp_path / "rec" / "step_000007.json").read_text())
+    assert rec == {"step": 7, "modes": {"greedy": {"t0": [1.0], "t1": [0.0], "t2": [1.0]},
+                                        "sampled": {"t0": [1.0, 0.0], "t1": [0.0, 0.0], "t2": [1.0, 0.0]}}}  # fmt: skip
+    assert [p.name for p in (tmp_path / "rec").iterdir()] == ["step_000007.json"]  # no temporary left
+
+
+def test_step0_cache_gives_every_run_its_step0_record(tmp_path):
+    from swe_rl.experiments.compare import Step0Cache
+
+    calls = []
+
+    class Ev:
+        def __init__(self, record_dir):
+            self.record_dir, self.last_record = record_dir, {}
+
+        def __call__(self, step):
+            calls.append(step)
+            self.last_record = {"sampled": {"a": [1.0, 0.0]}}
+            (self.record_dir / f"step_{step:06d}.json").parent.mkdir(parents=True, exist_ok=True)
+            (self.record_dir / f"step_{step:06d}.json").write_text(
+                json.dumps({"step": step, "modes": self.last_record})
+            )
+            return {"sampled_success": 0.5}
+
+    cache = tmp_path / "eval_step0.json"
+    assert Step0Cache(Ev(tmp_path / "r1"), cache, {"k": 1})(0) == {"sampled_success": 0.5}
+    assert json.loads(cache.read_text())["tasks"] == {"sampled": {"a": [1.0, 0.0]}}
+    assert Step0Cache(Ev(tmp_path / "r2"), cache, {"k": 1})(0) == {"sampled_success": 0.5}
+    assert calls == [0]  # served from the cache, and the second run still has its record
+    assert json.loads((tmp_path / "r2" / "step_000000.json").read_text()) == {
+        "step": 0, "modes": {"sampled": {"a": [1.0, 0.0]}}}  # fmt: skip
+    cache.write_text(json.dumps({"key": {"k": 1}, "metrics": {"sampled_success": 0.5}}))  # an old cache file
+    Step0Cache(Ev(tmp_path / "r3"), cache, {"k": 1})(0)
+    assert calls == [0, 0]  # no per-task rewards in it: evaluated again
+    cache.write_text('{"key": ')  # torn
+    Step0Cache(Ev(tmp_path / "r4"), cache, {"k": 1})(0)
+    assert calls == [0, 0, 0] and "tasks" in json.loads(cache.read_text())
+    assert not list(tmp_path.glob(".eval_step0.json*"))  # atomic writes leave no temporaries
+
+
+def _study(tmp_path, n_seeds=4):
+    """grpo vs grpo_aem: 4 tasks x 2 samples, evaluations at steps 0, 10, 20, 30; aem is better by known amounts."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    truth = {}
+    for s in range(n_seeds):
+        for m in ("grpo", "grpo_aem"):
+            evals = {}
+            for step in (0, 10, 20, 30):
+                p = 0.25 if step == 0 else 0.5 + (0.125 * (s + 1) if m == "grpo_aem" else 0.0)
+                evals[step] = {f"t{t}": [float(rng.random() < p) for _ in range(2)] for t in range(4)}
+            if m == "grpo_aem" and s == 0:
+                evals[30]["t9"] = [1.0, 1.0]  # a task only this run has: excluded from the paired difference
+            _write_records(tmp_path, f"{m}_s{s}", evals)
+            truth[(m, s)] = evals
+    return truth
+
+
+def _primary_by_hand(evals, steps, tasks):
+    return sum(sum(evals[st][t]) / 2 for st in steps for t in tasks) / (len(steps) * len(tasks))
+
+
+def test_summary_primary_metric_and_paired_bootstrap(tmp_path):
+    truth = _study(tmp_path)
+    path = summarize(tmp_path, ["grpo", "grpo_aem"], [0, 1, 2, 3], draws=2000)
+    primary = json.loads(path.read_text())["primary"]
+    assert (primary["last_k"], primary["mode"], primary["baseline"]) == (3, "sampled", "grpo")
+    tasks = [f"t{t}" for t in range(4)]
+    g = [_primary_by_hand(truth[("grpo", s)], (10, 20, 30), tasks) for s in range(4)]
+    assert primary["methods"]["grpo"]["per_seed"] == pytest.approx(g)
+    assert primary["methods"]["grpo"]["mean"] == pytest.approx(sum(g) / 4)
+    assert primary["methods"]["grpo"]["steps"]["0"] == [10, 20, 30]  # step 0 is not among the last three
+    d = [_primary_by_hand(truth[("grpo_aem", s)], (10, 20, 30), tasks) - g[s] for s in range(4)]
+    p = primary["paired"]["grpo_aem"]
+    assert p["per_seed"] == pytest.approx(d)  # t9 is not in the paired difference
+    assert p["mean"] == pytest.approx(sum(d) / 4)
+    assert p["lo"] <= p["mean"] <= p["hi"] and (p["n_seeds"], p["n_tasks"], p["draws"]) == (4, 4, 2000)
+    assert p["n_positive"] == sum(x > 0 for x in d)
+    assert "grpo" not in primary["paired"]
+    md = (tmp_path / "summary.md").read_text()
+    assert "| grpo_aem | 4 |" in md and "(baseline)" in md and f"{p['n_positive']} / 4" in md
+    assert f"{100 * p['mean']:+.1f} [{100 * p['lo']:+.1f}, {100 * p['hi']:+.1f}]" in md
+    assert (tmp_path / "plots" / "paired_primary.png").stat().st_size > 1000
+
+
+def test_summary_last_k_baseline_and_missing_seeds(tmp_path):
+    truth = _study(tmp_path, n_seeds=3)
+    # seed 2 of grpo lost its last evaluation: its last one is step 20
+    (tmp_path / "grpo_s2" / "eval_tasks" / "step_000030.json").unlink()
+    path = summarize(tmp_path, ["grpo", "grpo_aem"], [0, 1, 2, 5], baseline="grpo_aem", last_k=1, draws=500)
+    primary = json.loads(path.read_text())["primary"]
+    assert primary["baseline"] == "grpo_aem" and primary["last_k"] == 1
+    tasks = [f"t{t}" for t in range(4)]
+    p = primary["paired"]["grpo"]
+    assert p["seeds"] == [0, 1, 2] and p["steps_mismatched_seeds"] == [2]
+    want = [_primary_by_hand(truth[("grpo", s)], (20 if s == 2 else 30,), tasks)
+            - _primary_by_hand(truth[("grpo_aem", s)], (30,), tasks) for s in range(3)]  # fmt: skip
+    assert p["per_seed"] == pytest.approx(want)
+
+
+def test_summary_without_records_skips_the_primary_metric(tmp_path, capsys):
+    _write_run(tmp_path, "a_s0", [0.5, None, 0.7], [0.3, 0.35, 0.6], [0.9, 0.8, 0.7])
+    summary = json.loads(summarize(tmp_path, ["a"], [0]).read_text())
+    assert "primary" not in summary and summary["a"]["greedy_mean_gain"] == pytest.approx(0.2)
+    assert "primary metric is skipped" in capsys.readouterr().out
+    md = (tmp_path / "summary.md").read_text()
+    assert "not available" in md and "| a | 1 | +20.0 | +30.0 |" in md
+    assert not (tmp_path / "plots" / "paired_primary.png").exists()
+
+
+def test_summary_md_has_aem_diagnostics(tmp_path):
+    run = RunDir.create(str(tmp_path), "grpo_aem_s0")
+    run.log_metrics(1, {"algo/aem/alpha_mean": 1.0, "algo/aem/frac_groups_range_rule": 0.25,
+                        "algo/aem/alpha_token_mean": 0.9, "algo/aem/alpha_turn/submit": 1.1})  # fmt: skip
+    summarize(tmp_path, ["grpo_aem"], [0])
+    md = (tmp_path / "summary.md").read_text()
+    assert "| grpo_aem | 25% | 0.900 | 1.100 |" in md and "mean α, submit" in md
+
+
+# --- run_compare: parallel workers on the toy environment ---
+
+
+@pytest.fixture
+def tiny_init(tmp_path):
+    from swe_rl.policy.tiny import build_tiny_model, build_tokenizer, save_tokenizer
+
+    tok = build_tokenizer()
+    path = tmp_path / "init"
+    build_tiny_model(tok, size="tiny", seed=0).save_pretrained(path)
+    save_tokenizer(tok, path)
+    return path
+
+
+def _toy_overrides(init):
+    return [f"init={init}", "train.data.source=toy", "train.steps=2", "train.save_every=1",
+            "train.rollout.tasks_per_step=4", "train.rollout.n_samples=4", "train.model.threads=1",
+            "train.log_trajectories=0", "train.eval.every=0"]  # fmt: skip
+
+
+def test_compare_parallel_jobs_match_sequential(tmp_path, tiny_init):
+    from swe_rl.experiments.compare import run_compare
+
+    kw = {"methods": ["grpo", "grpo_aem"], "seeds": [0], "overrides": _toy_overrides(tiny_init)}
+    run_compare([], out=str(tmp_path / "seq"), jobs=1, **kw)
+    run_compare([], out=str(tmp_path / "par"), jobs=2, **kw)
+    for name in ("grpo_s0", "grpo_aem_s0"):
+        seq = RunDir(tmp_path / "seq" / name).read_metrics()
+        par = RunDir(tmp_path / "par" / name).read_metrics()
+        assert [r["step"] for r in par] == [1, 2]
+        # the same runs in other processes
+        assert [r["reward_mean"] for r in par] == [r["reward_mean"] for r in seq]
+        assert [r["loss"] for r in par] == pytest.approx([r["loss"] for r in seq], rel=1e-5)
+    # resumable: a second call finds every run finished and trains nothing more
+    run_compare([], out=str(tmp_path / "par"), jobs=2, **kw)
+    assert [r["step"] for r in RunDir(tmp_path / "par" / "grpo_aem_s0").read_metrics()] == [1, 2]
+
+
+def test_compare_parallel_failure_names_the_run(tmp_path, tiny_init):
+    from swe_rl.experiments.compare import run_compare
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "grpo_aem_s0").write_text("not a folder")  # this run cannot create its run directory
+    with pytest.raises(RuntimeError, match="grpo_aem_s0"):
+        run_compare([], ["grpo", "grpo_aem"], [0], _toy_overrides(tiny_init), str(out), jobs=2)
+    assert [r["step"] for r in RunDir(out / "grpo_s0").read_metrics()] == [1, 2]  # the other run finished
+
+
+def test_compare_rejects_bad_jobs_and_baseline(tmp_path):
+    from swe_rl.experiments.compare import run_compare
+
+    with pytest.raises(ValueError, match="jobs"):
+        run_compare([], ["grpo"], [0], [], str(tmp_path), jobs=0)
+    with pytest.raises(ValueError, match="baseline"):
+        run_compare([], ["grpo"], [0], [], str(tmp_path), baseline="rloo")
+
+
+def test_compare_writes_eval_records_and_the_primary_metric(tmp_path, tiny_init, monkeypatch):
+    """End to end in one process: every run's evaluator records its per-task rewards (step 0 from the shared
+    cache for the second run), and the summary's primary block is computed from those records."""
+    import swe_rl.train.run as run_mod
+    from swe_rl.experiments.compare import run_compare
+    from swe_rl.experiments.toy import toy_tasks
+    from swe_rl.train.evaluate import HeldOutEval
+
+    build_env, calls = run_mod.build_env, []
+
+    def with_evaluator(cfg, model, tok, progress=None):
+        env = build_env(cfg, model, tok, progress)
+        bonus = 1.0 if cfg.algo.modulator.kind == "aem" else 0.0
+
+        def reward(task, i, temp):
+            calls.append((cfg.name, task))
+            return bonus if task == "toy-1" else float(i == 0)
+
+        env.evaluator = HeldOutEval(_FakeRollouter(reward), toy_tasks(3), sampled=2)
+        return env
+
+    monkeypatch.setattr(run_mod, "build_env", with_evaluator)
+    overrides = [o for o in _toy_overrides(tiny_init) if not o.startswith("train.eval")] + [
+        "train.eval.every=1"
+    ]
+    path = run_compare([], ["grpo", "grpo_aem"], [0], overrides, str(tmp_path), last_k=2)
+    for name in ("grpo_s0", "grpo_aem_s0"):
+        recs = sorted(p.name for p in (tmp_path / name / "eval_tasks").iterdir())
+        assert recs == ["step_000000.json", "step_000001.json", "step_000002.json"]
+    step0 = json.loads((tmp_path / "grpo_aem_s0" / "eval_tasks" / "step_000000.json").read_text())
+    assert step0["modes"]["sampled"]["toy-1"] == [0.0, 0.0]  # grpo's step 0, served from the cache
+    # 9 episodes per evaluation (3 tasks x (1 greedy + 2 sampled)): grpo at steps 0, 1, 2; grpo_aem at 1, 2 only
+    assert [n for n, _ in calls].count("grpo_s0") == 27 and [n for n, _ in calls].count("grpo_aem_s0") == 18
+    primary = json.loads(path.read_text())["primary"]
+    assert primary["methods"]["grpo"]["per_seed"] == pytest.approx([1 / 3])  # (0 + 0.5 + 0.5) / 3
+    assert primary["paired"]["grpo_aem"]["per_seed"] == pytest.approx([1 / 3])  # toy-1: +1 on one task of 3
+    assert "| grpo_aem | 1 | 66.7 | +33.3 [" in (tmp_path / "summary.md").read_text()
