@@ -226,6 +226,7 @@ def summarize(out_dir: Path, methods: list[str], seeds: list[int], baseline: str
         aems = [p["aem"] for p in per_seed if "aem" in p]
         if aems:
             summary[m]["aem"] = _mean_aem(aems)
+        summary[m]["entropy_by_step"] = _seed_mean_curve(runs.get(m, []), "entropy_mean")
     pngs = plot_methods(runs, out_dir / "plots")
     primary = primary_block(out_dir, methods, seeds, baseline or methods[0], last_k, mode, draws)
     if primary is None:
@@ -320,7 +321,8 @@ def primary_block(out_dir: Path, methods: list[str], seeds: list[int], baseline:
 
 
 def summary_markdown(summary: dict[str, Any], methods: list[str]) -> str:
-    """summary.md: the primary metric with the paired differences, then AEM's diagnostics and the gains."""
+    """summary.md: the primary metric with the paired differences, then AEM's diagnostics, the entropy curve and
+    the gains."""
 
     def pct(v: float | None, sign: bool = False) -> str:
         return "n/a" if v is None else format(100 * v, "+.1f" if sign else ".1f")
@@ -367,6 +369,16 @@ def summary_markdown(summary: dict[str, Any], methods: list[str]) -> str:
             cells += [num(a["alpha_by_turn"].get(t), ".3f") for t in turns]
             out.append(f"| {m} | " + " | ".join(cells) + " |")
         out.append("")
+    curves = {m: summary[m].get("entropy_by_step") or {} for m in methods if m in summary}
+    if any(curves.values()):
+        all_steps = sorted({int(k) for c in curves.values() for k in c})
+        picks = sorted({all_steps[round(i * (len(all_steps) - 1) / 5)] for i in range(6)})
+        out += ["Policy token entropy of the old-policy pass (nats, mean over seeds; plots/entropy.png):", "",
+                "| method | " + " | ".join(f"step {st}" for st in picks) + " |", "|---|" + "---|" * len(picks)]  # fmt: skip
+        for m, c in curves.items():
+            out.append(f"| {m} | " + " | ".join(
+                format(c[str(st)], ".3f") if str(st) in c else "n/a" for st in picks) + " |")  # fmt: skip
+        out.append("")
     out += ["Held-out success gain, first to last evaluation (mean ± sd over seeds, points):", "",
             "| method | runs | greedy gain | sampled gain |", "|---|---|---|---|"]  # fmt: skip
     for m in methods:
@@ -379,6 +391,17 @@ def summary_markdown(summary: dict[str, Any], methods: list[str]) -> str:
             cells.append("n/a" if g is None else pct(g, True) + ("" if sd is None else f" ± {pct(sd)}"))
         out.append(f"| {m} | {len(s['seeds'])} | {cells[0]} | {cells[1]} |")
     return "\n".join(out) + "\n"
+
+
+def _seed_mean_curve(runs: list[list[dict[str, Any]]], key: str) -> dict[str, float]:
+    """step (as a string, JSON keys) -> mean over the runs that logged `key` at that step."""
+    from swe_rl.experiments.plots import series
+
+    by: dict[int, list[float]] = {}
+    for rows in runs:
+        for st, v in zip(*series(rows, key), strict=True):
+            by.setdefault(st, []).append(v)
+    return {str(st): statistics.mean(v) for st, v in sorted(by.items())}
 
 
 def _mean_aem(per_seed: list[dict[str, Any]]) -> dict[str, Any]:

@@ -343,3 +343,15 @@ def test_compare_writes_eval_records_and_the_primary_metric(tmp_path, tiny_init,
     assert primary["methods"]["grpo"]["per_seed"] == pytest.approx([1 / 3])  # (0 + 0.5 + 0.5) / 3
     assert primary["paired"]["grpo_aem"]["per_seed"] == pytest.approx([1 / 3])  # toy-1: +1 on one task of 3
     assert "| grpo_aem | 1 | 66.7 | +33.3 [" in (tmp_path / "summary.md").read_text()
+
+
+def test_summary_md_has_the_entropy_curve_over_seeds(tmp_path):
+    for seed, ents in ((0, [1.0, 0.8, 0.4]), (1, [0.8, 0.6, None])):
+        run = RunDir.create(str(tmp_path), f"grpo_s{seed}")
+        for step, e in enumerate(ents, start=1):
+            if e is not None:
+                run.log_metrics(step, {"entropy_mean": e})
+    summary = json.loads(summarize(tmp_path, ["grpo"], [0, 1]).read_text())
+    assert summary["grpo"]["entropy_by_step"] == pytest.approx({"1": 0.9, "2": 0.7, "3": 0.4})
+    md = (tmp_path / "summary.md").read_text()
+    assert "| method | step 1 | step 2 | step 3 |" in md and "| grpo | 0.900 | 0.700 | 0.400 |" in md
