@@ -28,20 +28,21 @@ from swe_rl.train.batch import collate, token_logprobs_entropy
 EVAL_SEED = 10_000  # HeldOutEval's sampling seed: the same episodes the study's evaluations drew
 
 
-def decision_stats(model_dir: Path, tasks: list[Any], n: int) -> dict[str, Any]:
+def decision_stats(model_dir: Path, tasks: list[Any], n: int, reason_first: bool = False) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM
 
     from swe_rl.policy.tiny import load_tokenizer
 
     tok = load_tokenizer(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    trajs = DecisionRollouter(model, tok).rollout(tasks, n, EVAL_SEED)
+    trajs = DecisionRollouter(model, tok, reason_first=reason_first).rollout(tasks, n, EVAL_SEED)
     batch = collate(trajs, tok.pad_token_id)
     with torch.no_grad():
         _, ent = token_logprobs_entropy(model, batch, chunk=64)
     out: dict[str, Any] = {"success": statistics.mean(float(t.resolved) for t in trajs)}
     for k, name in enumerate(TURNS):
-        starts = [t.messages[k]["span"][0] for t in trajs]
+        # the decision token: the span's first token, or its last in reason-then-act turns
+        starts = [t.messages[k]["span"][1 if reason_first else 0] - int(reason_first) for t in trajs]
         spans = torch.tensor([float(ent[i, a:b].mean()) for i, (a, b) in
                               enumerate(t.messages[k]["span"] for t in trajs)]).view(len(tasks), n)  # fmt: skip
         out[name] = {
@@ -61,13 +62,14 @@ def main(study: Path, out: Path) -> None:
     raw = yaml.safe_load((runs[0] / "config.yaml").read_text())
     n_tasks, n = raw["eval"]["n_tasks"], raw["eval"]["sampled"]
     tasks = decision_tasks(raw["eval"]["split"], n_tasks, raw["data"]["seed"])
-    result: dict[str, Any] = {"start": decision_stats(study / "start", tasks, n), "runs": {}}
+    rf = bool(raw["data"].get("decisions", {}).get("reason_first", False))
+    result: dict[str, Any] = {"start": decision_stats(study / "start", tasks, n, rf), "runs": {}}
     for r in runs:
         ckpts = sorted((r / "checkpoints").glob("step_*"))
         if not ckpts:
             continue
         result["runs"][r.name] = {"step": int(ckpts[-1].name.split("_")[1])} | decision_stats(
-            ckpts[-1] / "model", tasks, n
+            ckpts[-1] / "model", tasks, n, rf
         )
     methods = sorted({name.rsplit("_s", 1)[0] for name in result["runs"]})
     # entropy curves and AEM's premise from the metrics

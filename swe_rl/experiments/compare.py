@@ -239,7 +239,8 @@ def summarize(out_dir: Path, methods: list[str], seeds: list[int], baseline: str
     path = out_dir / "summary.json"
     path.write_text(json.dumps(summary, indent=1))
     (out_dir / "summary.md").write_text(summary_markdown(summary, methods))
-    print(json.dumps({m: {k: v for k, v in s.items() if k != "seeds"} for m, s in summary.items()
+    print(json.dumps({m: {k: v for k, v in s.items() if k not in ("seeds", "entropy_by_step")}
+                      for m, s in summary.items()
                       if m != "primary"}))  # fmt: skip
     if primary is not None:
         print(json.dumps({m: {k: p[k] for k in ("mean", "lo", "hi", "n_positive", "n_seeds")}

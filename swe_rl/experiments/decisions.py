@@ -143,12 +143,13 @@ class DecisionRollouter:
     tokenizer: Any
     temperature: float = 1.0  # 0 = greedy
     turn_tokens: int = 2  # decision + free tokens per assistant turn
+    reason_first: bool = False  # the free token comes first, the decision is the turn's last token
 
     def __post_init__(self) -> None:
         self.layout = Layout(self.tokenizer)
 
     def with_temperature(self, temperature: float) -> DecisionRollouter:
-        return DecisionRollouter(self.model, self.tokenizer, temperature, self.turn_tokens)
+        return DecisionRollouter(self.model, self.tokenizer, temperature, self.turn_tokens, self.reason_first)
 
     @torch.no_grad()
     def _sample(self, seqs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,7 +185,7 @@ class DecisionRollouter:
                 ids[i] += a[i].tolist()
                 mask[i] += [1] * self.turn_tokens
                 lps[i] += lp[i].tolist()
-                firsts[i].append(int(a[i, 0]))
+                firsts[i].append(int(a[i, -1 if self.reason_first else 0]))  # the decision token
                 spans[i].append((start, len(ids[i])))
             if turn == len(TURNS) - 1:
                 break
@@ -236,10 +237,41 @@ class DecisionRollouter:
 
 
 def demonstration(lay: Layout, t: Task, rng: random.Random, p_correct: float, p_submit: float,
-                  p_template: float) -> tuple[list[int], list[int]]:  # fmt: skip
+                  p_template: float, reason_first: bool = False,
+                  p_correct_reasoned: float | None = None) -> tuple[list[int], list[int]]:  # fmt: skip
     """One noisy demonstration: each decision right with probability p_correct (else its plausible alternative,
     or for the file a uniformly drawn wrong one), submit with p_submit, free tokens a template with p_template.
+    `reason_first`: the free token comes before the decision, and a decision after the template token is right
+    with probability `p_correct_reasoned` instead (reasoning that makes the decision surer and more often right).
     Returns (token ids, loss mask: 1 on the demonstrator's tokens)."""
+    right = right_tokens(t)
+    ids, mask = list(lay.prompt(t)), [0] * len(lay.prompt(t))
+    if not reason_first:  # this draw order made the outcome study's start: keep it
+        return _act_then_reason(lay, t, rng, p_correct, p_submit, p_template)
+    chosen = 0
+    for turn in range(len(TURNS)):
+        templ = rng.random() < p_template
+        free = TEMPLATE_TOK[turn] if templ else rng.randrange(FREE_LO, FREE_HI)
+        p = p_correct_reasoned if templ and p_correct_reasoned is not None else p_correct
+        ok = rng.random() < (p_submit if turn == 3 else p)
+        if turn == 0:
+            act = right[0] if ok else rng.choice([x for x in FILE_TOK if x != right[0]])
+            chosen = FILE_TOK.index(act)
+            obs = lay.view_obs(t, chosen)
+        elif turn in (1, 2):
+            # after a wrong file the demonstrator still edits by the constants it was shown
+            c = shown_constants(t, chosen)[turn - 1]
+            pair = EDIT1_TOK if turn == 1 else EDIT2_TOK
+            act, obs = (pair[c] if ok else pair[1 - c]), lay.ok_obs()
+        else:
+            act, obs = (SUBMIT_TOK if ok else CONTINUE_TOK), []
+        ids += [free, act, *obs]
+        mask += [1, 1] + [0] * len(obs)
+    return ids, mask
+
+
+def _act_then_reason(lay: Layout, t: Task, rng: random.Random, p_correct: float, p_submit: float,
+                     p_template: float) -> tuple[list[int], list[int]]:  # fmt: skip
     right = right_tokens(t)
 
     def free(turn: int) -> int:
@@ -262,8 +294,11 @@ def demonstration(lay: Layout, t: Task, rng: random.Random, p_correct: float, p_
 
 
 def start_key(cfg: Any) -> dict[str, Any]:
-    d = cfg.data.decisions
-    return {"decisions": d.model_dump(), "seed": cfg.data.seed, "size": cfg.model.size,
+    d = cfg.data.decisions.model_dump()
+    if not d["reason_first"]:  # act-then-reason starts do not depend on these (and keep their older keys)
+        d.pop("reason_first")
+        d.pop("p_correct_reasoned")
+    return {"decisions": d, "seed": cfg.data.seed, "size": cfg.model.size,
             "arch": cfg.model.arch, "vocab_size": cfg.model.vocab_size}  # fmt: skip
 
 
@@ -296,8 +331,8 @@ def build_start(cfg: Any, path: Path) -> Path:
     model.train()
     losses = []
     for _ in range(d.sft_steps):
-        demos = [demonstration(lay, rng.choice(tasks), rng, d.p_correct, d.p_submit, d.p_template)
-                 for _ in range(d.sft_batch)]  # fmt: skip
+        demos = [demonstration(lay, rng.choice(tasks), rng, d.p_correct, d.p_submit, d.p_template,
+                               d.reason_first, d.p_correct_reasoned) for _ in range(d.sft_batch)]  # fmt: skip
         ids = torch.tensor([x for x, _ in demos])
         mask = torch.tensor([m for _, m in demos], dtype=torch.float32)[:, 1:]
         logits = model(input_ids=ids).logits[:, :-1].float()

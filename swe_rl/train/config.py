@@ -32,6 +32,11 @@ class DecisionsConfig(StrictModel):
     p_template: float = Field(
         default=0.8, ge=0, le=1
     )  # a free token is its turn's template token (else random)
+    # reason-then-act turns: the free token comes before the decision, and a demonstrated decision after the
+    # turn's template token is right with p_correct_reasoned (else p_correct), so a turn's entropy varies with
+    # what was sampled first, and a surer turn is more often right (AEM's premise)
+    reason_first: bool = False
+    p_correct_reasoned: float | None = Field(default=None, ge=0, le=1)
     sft_steps: int = Field(default=300, ge=0)
     sft_lr: float = Field(default=3e-3, gt=0)
     sft_batch: int = Field(default=64, ge=1)

@@ -72,7 +72,8 @@ def _decisions_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None)
     from swe_rl.experiments.decisions import DecisionRollouter, decision_sampler, decision_tasks
     from swe_rl.train.evaluate import HeldOutEval
 
-    roll = DecisionRollouter(model, tok, temperature=cfg.rollout.temperature)
+    roll = DecisionRollouter(model, tok, temperature=cfg.rollout.temperature,
+                             reason_first=cfg.data.decisions.reason_first)  # fmt: skip
     tasks = decision_tasks("train", cfg.data.n_train, cfg.data.seed)
     held = decision_tasks(cfg.eval.split, cfg.eval.n_tasks, cfg.data.seed)
     held_roll: Any = ProgressRollouter(roll, progress, "held-out") if progress is not None else roll
