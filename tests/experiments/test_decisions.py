@@ -53,12 +53,13 @@ def test_splits_are_disjoint_deterministic_and_checked():
         D.decision_tasks("test", 10**6)
 
 
-def test_rollout_grades_every_decision_from_the_tokens(tok):
+@pytest.mark.parametrize("reason_first", [False, True])
+def test_rollout_grades_every_decision_from_the_tokens(tok, reason_first):
     """Reward, exit and observations re-derived independently from each episode's own tokens and its task."""
     model = build_tiny_model(tok, size="tiny", seed=3)
     lay = D.Layout(tok)
     tasks = D.decision_tasks("train", 12)
-    trajs = D.DecisionRollouter(model, tok).rollout(tasks, 6, seed=5)
+    trajs = D.DecisionRollouter(model, tok, reason_first=reason_first).rollout(tasks, 6, seed=5)
     assert len(trajs) == 72 and len({len(t.token_ids) for t in trajs}) == 1
     by_id = {t.instance_id: t for t in tasks}
     seen_rewards = set()
@@ -67,7 +68,7 @@ def test_rollout_grades_every_decision_from_the_tokens(tok):
         spans = [m["span"] for m in tr.messages]
         assert len(spans) == 4 and all(sum(tr.loss_mask[a:b]) == b - a == 2 for a, b in spans)
         assert sum(tr.loss_mask) == 8  # nothing but the four turns is trained on
-        first = [tr.token_ids[a] for a, _ in spans]
+        first = [tr.token_ids[b - 1 if reason_first else a] for a, b in spans]  # the decision tokens
         f, (c1, c2) = task.metadata["f"], task.metadata["c"]
         chosen = D.FILE_TOK.index(first[0]) if first[0] in D.FILE_TOK else None
         obs = tr.token_ids[spans[0][1] : spans[1][0]]
@@ -97,6 +98,28 @@ def test_demonstrations_follow_the_layout_and_their_noise(tok):
         right += f_tok == D.FILE_TOK[t.metadata["f"]]
         wrong += f_tok != D.FILE_TOK[t.metadata["f"]]
     assert 0.6 < right / (right + wrong) < 0.8  # p_correct = 0.7
+
+
+def test_reasoned_demonstrations_decide_better_after_the_template(tok):
+    lay = D.Layout(tok)
+    rng = random.Random(1)
+    tasks = D.decision_tasks("train", 50)
+    hits: dict[bool, list[bool]] = {True: [], False: []}
+    for _ in range(1500):
+        t = rng.choice(tasks)
+        ids, mask = D.demonstration(lay, t, rng, 0.5, 0.9, 0.5, reason_first=True, p_correct_reasoned=0.9)
+        p = len(lay.prompt(t))
+        assert sum(mask) == 8 and mask[p : p + 2] == [1, 1]
+        reason, decision = ids[p], ids[p + 1]  # locate turn: reasoning token first, then the file
+        hits[reason == D.TEMPLATE_TOK[0]].append(decision == D.FILE_TOK[t.metadata["f"]])
+    assert 0.85 < sum(hits[True]) / len(hits[True]) < 0.95
+    assert 0.43 < sum(hits[False]) / len(hits[False]) < 0.57
+    # act-then-reason demonstrations keep their draw order (the first outcome study's start depends on it)
+    a = D.demonstration(lay, tasks[0], random.Random(7), 0.6, 0.9, 0.8)
+    b = D.demonstration(
+        lay, tasks[0], random.Random(7), 0.6, 0.9, 0.8, reason_first=False, p_correct_reasoned=0.1
+    )
+    assert a == b
 
 
 def test_start_is_fitted_reused_and_refuses_another_config(tmp_path, tok):
