@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import pickle
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -79,11 +80,20 @@ def _run(case: str, job: dict, tmp_path: Path) -> dict:
     job_path, out_path = tmp_path / "job.pkl", tmp_path / "out.pkl"
     job_path.write_bytes(pickle.dumps({k: v for k, v in job.items() if k != "model"}))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE / "cuda_fakes"), str(HERE.parents[1])])}
-    res = subprocess.run(
+    # its own process group, stopped before pytest-timeout's 600 s, so a slow or stuck run fails with the
+    # subprocess's own output (Ray's start-up, where it waits) and leaves no raylet behind
+    proc = subprocess.Popen(
         [sys.executable, str(HERE / "real_actors_main.py"), case, str(job_path), str(out_path)],
-        capture_output=True, text=True, timeout=900, env=env, cwd=HERE.parents[1],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=HERE.parents[1],
+        start_new_session=True,
     )  # fmt: skip
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-6000:]
+    try:
+        stdout, stderr = proc.communicate(timeout=540)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"real_actors_main.py {case} ran over 540 s:\n{stdout[-3000:]}\n{stderr[-6000:]}")
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-6000:]
     return pickle.loads(out_path.read_bytes())
 
 
