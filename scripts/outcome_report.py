@@ -39,7 +39,10 @@ def decision_stats(model_dir: Path, tasks: list[Any], n: int, reason_first: bool
     batch = collate(trajs, tok.pad_token_id)
     with torch.no_grad():
         _, ent = token_logprobs_entropy(model, batch, chunk=64)
-    out: dict[str, Any] = {"success": statistics.mean(float(t.resolved) for t in trajs)}
+    # success = the final patch is right (how the evaluations, and so the primary metric, grade: as SWE-bench
+    # grades the final patch); resolved = right and submitted (what the training reward spec pays)
+    out: dict[str, Any] = {"success": statistics.mean(float(t.reward or 0.0) for t in trajs),
+                           "resolved": statistics.mean(float(t.resolved) for t in trajs)}  # fmt: skip
     for k, name in enumerate(TURNS):
         # the decision token: the span's first token, or its last in reason-then-act turns
         starts = [t.messages[k]["span"][1 if reason_first else 0] - int(reason_first) for t in trajs]
@@ -90,15 +93,16 @@ def main(study: Path, out: Path) -> None:
     }
     result["premise"] = {k: statistics.mean(v) for k, v in premise.items()}
     (out / "turns.json").write_text(json.dumps(result, indent=1))
-    lines = ["| checkpoint | runs | success | " + " | ".join(f"{t} right (H)" for t in TURNS) + " |",
-             "|---|---|---|" + "---|" * len(TURNS)]  # fmt: skip
+    lines = ["| checkpoint | runs | patch right | right + submitted | " + " | ".join(f"{t} right (H)" for t in TURNS) + " |",
+             "|---|---|---|---|" + "---|" * len(TURNS)]  # fmt: skip
     s = result["start"]
-    lines.append("| start | 1 | " + f"{s['success']:.1%} | "
+    lines.append("| start | 1 | " + f"{s['success']:.1%} | {s['resolved']:.1%} | "
                  + " | ".join(f"{s[t]['right']:.1%} ({s[t]['entropy']:.2f})" for t in TURNS) + " |")  # fmt: skip
     for m in methods:
         rs = [v for k, v in result["runs"].items() if k.rsplit("_s", 1)[0] == m]
         cell = lambda f, rs=rs: statistics.mean(f(v) for v in rs)  # noqa: E731
-        lines.append(f"| {m} (final) | {len(rs)} | {cell(lambda v: v['success']):.1%} | " + " | ".join(
+        lines.append(f"| {m} (final) | {len(rs)} | {cell(lambda v: v['success']):.1%} | "
+                     f"{cell(lambda v: v['resolved']):.1%} | " + " | ".join(
             f"{cell(lambda v, t=t: v[t]['right']):.1%} ({cell(lambda v, t=t: v[t]['entropy']):.2f})" for t in TURNS
         ) + " |")  # fmt: skip
     ec = result["entropy_curve"]

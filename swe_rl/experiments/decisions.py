@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from swe_rl.agent.trajectory import Trajectory
+from swe_rl.experiments.toy import sample_tokens
 from swe_rl.tasks.task import Task
 
 N_FILES = 4
@@ -151,22 +152,6 @@ class DecisionRollouter:
     def with_temperature(self, temperature: float) -> DecisionRollouter:
         return DecisionRollouter(self.model, self.tokenizer, temperature, self.turn_tokens, self.reason_first)
 
-    @torch.no_grad()
-    def _sample(self, seqs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        toks, lps = [], []
-        for _ in range(self.turn_tokens):
-            logits = self.model(input_ids=seqs).logits[:, -1].float()
-            if self.temperature == 0:
-                nxt = logits.argmax(-1, keepdim=True)
-                logp = torch.log_softmax(logits, -1)
-            else:
-                logp = torch.log_softmax(logits / self.temperature, -1)
-                nxt = torch.multinomial(logp.exp(), 1, generator=gen)
-            toks.append(nxt)
-            lps.append(logp.gather(-1, nxt))
-            seqs = torch.cat([seqs, nxt], 1)
-        return torch.cat(toks, 1), torch.cat(lps, 1)
-
     def rollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]:
         gen = torch.Generator().manual_seed(seed)
         lay = self.layout
@@ -179,7 +164,7 @@ class DecisionRollouter:
         firsts: list[list[int]] = [[] for _ in rows]
         spans: list[list[tuple[int, int]]] = [[] for _ in rows]
         for turn in range(len(TURNS)):
-            a, lp = self._sample(seqs, gen)
+            a, lp = sample_tokens(self.model, seqs, self.turn_tokens, self.temperature, gen)
             for i in range(len(rows)):
                 start = len(ids[i])
                 ids[i] += a[i].tolist()

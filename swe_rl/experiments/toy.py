@@ -32,6 +32,27 @@ def toy_tasks(n: int = 10, stride: int = 1) -> list[Task]:
     ]
 
 
+@torch.no_grad()
+def sample_tokens(model: Any, seqs: torch.Tensor, k: int, temperature: float,
+                  gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """Append k tokens to every row of (B, L) `seqs`, sampled at `temperature` (0 = greedy), full forward per
+    token (no KV cache: the in-process environments' sequences are short); returns (tokens (B, k), log-probs
+    (B, k) of the distribution they were drawn from)."""
+    toks, lps = [], []
+    for _ in range(k):
+        logits = model(input_ids=seqs).logits[:, -1].float()  # (B, V)
+        if temperature == 0:
+            logp = torch.log_softmax(logits, -1)
+            nxt = logits.argmax(-1, keepdim=True)
+        else:
+            logp = torch.log_softmax(logits / temperature, -1)
+            nxt = torch.multinomial(logp.exp(), 1, generator=gen)  # (B, 1)
+        toks.append(nxt)
+        lps.append(logp.gather(-1, nxt))
+        seqs = torch.cat([seqs, nxt], 1)
+    return torch.cat(toks, 1), torch.cat(lps, 1)
+
+
 def toy_sampler(tasks: list[Task], k: int, rng: Any) -> list[Task]:
     return [rng.choice(tasks) for _ in range(k)]
 
@@ -46,18 +67,8 @@ class ToyRollouter:
     def _ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    @torch.no_grad()
     def _sample(self, seqs: torch.Tensor, k: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append k sampled tokens to every row of (B, L) `seqs`; returns (tokens (B,k), logprobs (B,k))."""
-        toks, lps = [], []
-        for _ in range(k):
-            logits = self.model(input_ids=seqs).logits[:, -1].float() / self.temperature  # (B, V)
-            logp = torch.log_softmax(logits, -1)
-            nxt = torch.multinomial(logp.exp(), 1, generator=gen)  # (B, 1)
-            toks.append(nxt)
-            lps.append(logp.gather(-1, nxt))
-            seqs = torch.cat([seqs, nxt], 1)
-        return torch.cat(toks, 1), torch.cat(lps, 1)
+        return sample_tokens(self.model, seqs, k, self.temperature, gen)
 
     def rollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]:
         gen = torch.Generator().manual_seed(seed)
