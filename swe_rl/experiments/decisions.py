@@ -1,12 +1,13 @@
 """An in-process multi-decision environment for the AEM outcome study (issue 16): `data.source: decisions`.
 
 Why it exists: the Docker pipeline's episodes have one real decision (the edit) and trivial turns, so span entropies
-differ by turn type and barely within one, and the study's sizes (2 arms x 10 seeds x 100 steps, 200 held-out tasks
+differ by turn type and barely within one, and the study's sizes (3 arms x 10 seeds x 100 steps, 200 held-out tasks
 x 4 samples every 10 steps) would take ~15 CPU-hours through sandboxes. Here an episode has the shape of a
 localize / edit / edit / submit agent run, every turn carries a decision with a plausible wrong alternative, and a
-whole episode is ~50 tokens sampled in one torch batch, so the study fits 2 hours on 2 cores.
+whole episode is ~95 tokens sampled in one torch batch, so the study fits 2 hours on 2 cores.
 
-Episode (token ids, one row of a batch; each assistant turn = a decision token + one free "reasoning" token):
+Episode (token ids, one row of a batch; each assistant turn = a decision token + one free "reasoning" token, in
+that order, or reasoning first with `reason_first`):
     prompt   "fix" f z1 z2 z3           f = the file named by the failing test (0..3), z = distractor digits
     turn 1   locate: FILE[k]            right iff k == f
     obs 1    "view" c1 c2   (right file: the two constants of the buggy lines)
@@ -61,8 +62,9 @@ def split_of(*key: int) -> str:
     )
 
 
-def decision_tasks(split: str, n: int, seed: int = 0) -> list[Task]:
-    """n distinct tasks of `split`, drawn deterministically from `seed` (at most the split's size)."""
+def decision_tasks(split: str, n: int, seed: int = 0, field: str = "n") -> list[Task]:
+    """n distinct tasks of `split`, drawn deterministically from `seed` (at most the split's size; `field` names
+    the config key that asked for n in the error)."""
     if split not in SPLITS:
         raise ValueError(f"split={split!r}: expected one of {SPLITS}")
     pool = [
@@ -73,7 +75,7 @@ def decision_tasks(split: str, n: int, seed: int = 0) -> list[Task]:
         if split_of(f, z, c) == split
     ]
     if n > len(pool):
-        raise ValueError(f"decision_tasks: n={n} but split {split!r} has only {len(pool)} tasks")
+        raise ValueError(f"{field}={n}: the decisions split {split!r} has only {len(pool)} tasks")
     random.Random(f"{seed}|{split}").shuffle(pool)
     return [
         Task(
@@ -83,10 +85,6 @@ def decision_tasks(split: str, n: int, seed: int = 0) -> list[Task]:
         )
         for i, (f, z1, z2, z3, c1, c2) in enumerate(pool[:n])
     ]
-
-
-def decision_sampler(tasks: list[Task], k: int, rng: random.Random) -> list[Task]:
-    return [rng.choice(tasks) for _ in range(k)]
 
 
 class Layout:
@@ -114,9 +112,8 @@ class Layout:
         return self.user + word + [self.digit[d] for d in digits] + self.tail
 
     def view_obs(self, t: Task, chosen_file: int | None) -> list[int]:
-        if chosen_file == t.metadata["f"]:
-            return self.observe(self.view, list(t.metadata["c"]))
-        return self.observe(self.miss, list(shown_constants(t, chosen_file)))
+        word = self.view if chosen_file == t.metadata["f"] else self.miss
+        return self.observe(word, list(shown_constants(t, chosen_file)))
 
     def ok_obs(self) -> list[int]:
         return self.observe(self.ok, [0, 0])
@@ -138,7 +135,7 @@ def right_tokens(t: Task) -> tuple[int, int, int, int]:
 
 @dataclass
 class DecisionRollouter:
-    """Samples all episodes of a call as one batch (seeded torch.Generator, no KV cache: ~50 tokens)."""
+    """Samples all episodes of a call as one batch (seeded torch.Generator, no KV cache: ~95 tokens)."""
 
     model: Any
     tokenizer: Any
@@ -229,10 +226,10 @@ def demonstration(lay: Layout, t: Task, rng: random.Random, p_correct: float, p_
     `reason_first`: the free token comes before the decision, and a decision after the template token is right
     with probability `p_correct_reasoned` instead (reasoning that makes the decision surer and more often right).
     Returns (token ids, loss mask: 1 on the demonstrator's tokens)."""
-    right = right_tokens(t)
-    ids, mask = list(lay.prompt(t)), [0] * len(lay.prompt(t))
     if not reason_first:  # this draw order made the outcome study's start: keep it
         return _act_then_reason(lay, t, rng, p_correct, p_submit, p_template)
+    right = right_tokens(t)
+    ids, mask = list(lay.prompt(t)), [0] * len(lay.prompt(t))
     chosen = 0
     for turn in range(len(TURNS)):
         templ = rng.random() < p_template
@@ -310,7 +307,7 @@ def build_start(cfg: Any, path: Path) -> Path:
     tok = build_tokenizer(vocab_size=cfg.model.vocab_size)
     lay = Layout(tok)
     model = build_tiny_model(tok, arch=cfg.model.arch, size=cfg.model.size, seed=d.start_seed)
-    tasks = decision_tasks("train", cfg.data.n_train, cfg.data.seed)
+    tasks = decision_tasks("train", cfg.data.n_train, cfg.data.seed, field="data.n_train")
     rng = random.Random(d.start_seed)
     opt = torch.optim.Adam(model.parameters(), lr=d.sft_lr)
     model.train()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from swe_rl.algo.config import AlgoConfig
 from swe_rl.config import StrictModel
@@ -41,6 +41,12 @@ class DecisionsConfig(StrictModel):
     sft_lr: float = Field(default=3e-3, gt=0)
     sft_batch: int = Field(default=64, ge=1)
     start_seed: int = 0  # init and demonstration seed of the start
+
+    @model_validator(mode="after")
+    def _reasoned_needs_reason_first(self) -> DecisionsConfig:
+        if self.p_correct_reasoned is not None and not self.reason_first:
+            raise ValueError("p_correct_reasoned applies only with reason_first: true (set both, or neither)")
+        return self
 
 
 class DataConfig(StrictModel):

@@ -69,16 +69,17 @@ def _decisions_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None)
         raise ValueError(
             "rollout.engine=vllm needs data.source=generated (decisions episodes sample in torch)"
         )
-    from swe_rl.experiments.decisions import DecisionRollouter, decision_sampler, decision_tasks
+    from swe_rl.experiments.decisions import DecisionRollouter, decision_tasks
+    from swe_rl.experiments.toy import toy_sampler
     from swe_rl.train.evaluate import HeldOutEval
 
     roll = DecisionRollouter(model, tok, temperature=cfg.rollout.temperature,
                              reason_first=cfg.data.decisions.reason_first)  # fmt: skip
-    tasks = decision_tasks("train", cfg.data.n_train, cfg.data.seed)
-    held = decision_tasks(cfg.eval.split, cfg.eval.n_tasks, cfg.data.seed)
+    tasks = decision_tasks("train", cfg.data.n_train, cfg.data.seed, field="data.n_train")
+    held = decision_tasks(cfg.eval.split, cfg.eval.n_tasks, cfg.data.seed, field="eval.n_tasks")
     held_roll: Any = ProgressRollouter(roll, progress, "held-out") if progress is not None else roll
     train_roll: Any = ProgressRollouter(roll, progress) if progress is not None else roll
-    return Env(train_roll, tasks, decision_sampler, HeldOutEval(held_roll, held, sampled=cfg.eval.sampled))
+    return Env(train_roll, tasks, toy_sampler, HeldOutEval(held_roll, held, sampled=cfg.eval.sampled))
 
 
 def build_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> Env:

@@ -53,6 +53,22 @@ def test_splits_are_disjoint_deterministic_and_checked():
         D.decision_tasks("test", 10**6)
 
 
+def test_bad_decisions_config_gets_one_clear_error(tmp_path):
+    from swe_rl.config import ConfigError, load_config
+    from swe_rl.train.run import build_env
+
+    with pytest.raises(ConfigError, match="p_correct_reasoned applies only with reason_first"):
+        load_config(
+            TrainConfig,
+            files=[],
+            overrides=["data.source=decisions", "data.decisions.p_correct_reasoned=0.8"],
+        )
+    cfg = _cfg(tmp_path)
+    cfg.eval.n_tasks = 5000
+    with pytest.raises(ValueError, match=r"eval\.n_tasks=5000: the decisions split 'validation' has only"):
+        build_env(cfg, None, build_tokenizer(vocab_size=1024))
+
+
 @pytest.mark.parametrize("reason_first", [False, True])
 def test_rollout_grades_every_decision_from_the_tokens(tok, reason_first):
     """Reward, exit and observations re-derived independently from each episode's own tokens and its task."""
