@@ -306,43 +306,42 @@ def test_compare_rejects_bad_jobs_and_baseline(tmp_path):
         run_compare([], ["grpo"], [0], [], str(tmp_path), baseline="rloo")
 
 
-def test_compare_writes_eval_records_and_the_primary_metric(tmp_path, tiny_init, monkeypatch):
-    """End to end in one process: every run's evaluator records its per-task rewards (step 0 from the shared
-    cache for the second run), and the summary's primary block is computed from those records."""
-    import swe_rl.train.run as run_mod
+def test_compare_writes_eval_records_and_the_primary_metric(tmp_path):
+    """End to end (run_compare, as `swe-rl compare` calls it) on the real in-process decisions environment: the start is built once,
+    every run's real evaluator records its per-task rewards (step 0 from the shared cache for the second run), and
+    the summary's primary block equals the metric recomputed from those records."""
     from swe_rl.experiments.compare import run_compare
-    from swe_rl.experiments.toy import toy_tasks
-    from swe_rl.train.evaluate import HeldOutEval
 
-    build_env, calls = run_mod.build_env, []
-
-    def with_evaluator(cfg, model, tok, progress=None):
-        env = build_env(cfg, model, tok, progress)
-        bonus = 1.0 if cfg.algo.modulator.kind == "aem" else 0.0
-
-        def reward(task, i, temp):
-            calls.append((cfg.name, task))
-            return bonus if task == "toy-1" else float(i == 0)
-
-        env.evaluator = HeldOutEval(_FakeRollouter(reward), toy_tasks(3), sampled=2)
-        return env
-
-    monkeypatch.setattr(run_mod, "build_env", with_evaluator)
-    overrides = [o for o in _toy_overrides(tiny_init) if not o.startswith("train.eval")] + [
-        "train.eval.every=1"
-    ]
+    overrides = ["train.data.source=decisions", "train.data.n_train=200", "train.data.decisions.sft_steps=30",
+                 "train.model.size=tiny", "train.model.threads=1", "train.steps=2", "train.save_every=1",
+                 "train.rollout.tasks_per_step=4", "train.rollout.n_samples=4", "train.log_trajectories=0",
+                 "train.eval.every=1", "train.eval.n_tasks=6", "train.eval.sampled=2",
+                 "train.eval.split=validation"]  # fmt: skip
     path = run_compare([], ["grpo", "grpo_aem"], [0], overrides, str(tmp_path), last_k=2)
+    assert (tmp_path / "start" / "start.json").is_file()
+    recs = {}
     for name in ("grpo_s0", "grpo_aem_s0"):
-        recs = sorted(p.name for p in (tmp_path / name / "eval_tasks").iterdir())
-        assert recs == ["step_000000.json", "step_000001.json", "step_000002.json"]
-    step0 = json.loads((tmp_path / "grpo_aem_s0" / "eval_tasks" / "step_000000.json").read_text())
-    assert step0["modes"]["sampled"]["toy-1"] == [0.0, 0.0]  # grpo's step 0, served from the cache
-    # 9 episodes per evaluation (3 tasks x (1 greedy + 2 sampled)): grpo at steps 0, 1, 2; grpo_aem at 1, 2 only
-    assert [n for n, _ in calls].count("grpo_s0") == 27 and [n for n, _ in calls].count("grpo_aem_s0") == 18
+        files = sorted(p.name for p in (tmp_path / name / "eval_tasks").iterdir())
+        assert files == ["step_000000.json", "step_000001.json", "step_000002.json"]
+        recs[name] = {int(f[5:11]): json.loads((tmp_path / name / "eval_tasks" / f).read_text())["modes"]
+                      for f in files}  # fmt: skip
+        assert all(len(r["sampled"]) == 6 and all(len(v) == 2 for v in r["sampled"].values())
+                   for r in recs[name].values())  # fmt: skip
+    assert recs["grpo_s0"][0] == recs["grpo_aem_s0"][0]  # the shared step-0 evaluation
+
+    def by_hand(name):  # mean over tasks of the mean over the last two evaluations' samples
+        per_task = [sum(recs[name][st]["sampled"][t][i] for st in (1, 2) for i in range(2)) / 4
+                    for t in recs[name][1]["sampled"]]  # fmt: skip
+        return sum(per_task) / len(per_task)
+
     primary = json.loads(path.read_text())["primary"]
-    assert primary["methods"]["grpo"]["per_seed"] == pytest.approx([1 / 3])  # (0 + 0.5 + 0.5) / 3
-    assert primary["paired"]["grpo_aem"]["per_seed"] == pytest.approx([1 / 3])  # toy-1: +1 on one task of 3
-    assert "| grpo_aem | 1 | 66.7 | +33.3 [" in (tmp_path / "summary.md").read_text()
+    assert primary["methods"]["grpo"]["per_seed"] == pytest.approx([by_hand("grpo_s0")])
+    d = by_hand("grpo_aem_s0") - by_hand("grpo_s0")
+    assert primary["paired"]["grpo_aem"]["per_seed"] == pytest.approx([d])
+    assert (
+        f"| grpo_aem | 1 | {100 * by_hand('grpo_aem_s0'):.1f} | {100 * d:+.1f} ["
+        in (tmp_path / "summary.md").read_text()
+    )
 
 
 def test_summary_md_has_the_entropy_curve_over_seeds(tmp_path):
