@@ -307,9 +307,9 @@ def test_compare_rejects_bad_jobs_and_baseline(tmp_path):
 
 
 def test_compare_writes_eval_records_and_the_primary_metric(tmp_path):
-    """End to end (run_compare, as `swe-rl compare` calls it) on the real in-process decisions environment: the start is built once,
-    every run's real evaluator records its per-task rewards (step 0 from the shared cache for the second run), and
-    the summary's primary block equals the metric recomputed from those records."""
+    """End to end (run_compare, as `swe-rl compare` calls it) on the real in-process decisions environment: the
+    start is built once, every run's real evaluator records its per-task rewards (step 0 from the shared cache for
+    the second run), and the summary's primary block equals the metric recomputed from those records."""
     from swe_rl.experiments.compare import run_compare
 
     overrides = ["train.data.source=decisions", "train.data.n_train=200", "train.data.decisions.sft_steps=30",
