@@ -58,8 +58,15 @@ def decision_stats(model_dir: Path, tasks: list[Any], n: int, reason_first: bool
 
 
 def main(study: Path, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+    if not study.is_dir():
+        raise SystemExit(
+            f"outcome_report: {study} is not a folder (expected a study's --out, e.g. runs/aem_outcome)"
+        )
     runs = sorted(p for p in study.iterdir() if (p / "metrics.jsonl").is_file())
+    if not runs or not (study / "start" / "config.json").is_file():
+        raise SystemExit(f"outcome_report: {study} has no runs with metrics.jsonl or no start/ checkpoint: "
+                         "expected the --out folder of scripts/outcome_study.sh")  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
     import yaml
 
     raw = yaml.safe_load((runs[0] / "config.yaml").read_text())
