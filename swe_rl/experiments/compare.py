@@ -140,7 +140,8 @@ class Step0Cache:
         self.evaluator, self.path, self.key = evaluator, path, key
 
     def __call__(self, step: int) -> dict[str, float]:
-        from swe_rl.train.evaluate import atomic_write_text, write_record
+        from swe_rl.evaluation.store import atomic_write
+        from swe_rl.train.evaluate import write_record
 
         if step != 0:
             return dict(self.evaluator(step))
@@ -157,7 +158,7 @@ class Step0Cache:
         entry: dict[str, Any] = {"key": self.key, "metrics": metrics}
         if (tasks := getattr(self.evaluator, "last_record", None)) is not None:
             entry["tasks"] = tasks
-        atomic_write_text(self.path, json.dumps(entry, indent=1))
+        atomic_write(self.path, json.dumps(entry, indent=1))
         return metrics
 
 

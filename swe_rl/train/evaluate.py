@@ -13,13 +13,12 @@ two-level bootstrap resamples.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 from swe_rl.agent.trajectory import Trajectory
+from swe_rl.evaluation.store import atomic_write
 from swe_rl.tasks.task import Task
 
 
@@ -67,22 +66,8 @@ def record_path(record_dir: Path, step: int) -> Path:
 def write_record(record_dir: Path, step: int, modes: dict[str, dict[str, list[float]]]) -> Path:
     """Write one evaluation's per-task rewards atomically (a temporary file renamed over the target)."""
     path = record_path(record_dir, step)
-    atomic_write_text(path, json.dumps({"step": step, "modes": modes}))
+    atomic_write(path, json.dumps({"step": step, "modes": modes}))
     return path
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temporary name next to `path`, then rename it over `path` (readers never see half a file;
-    concurrent writers of the same content both succeed)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def summarize(trajs: list[Trajectory], tasks: list[Task], n: int, prefix: str = "") -> dict[str, float]:
