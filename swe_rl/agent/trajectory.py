@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,10 @@ class Trajectory:
     loss_mask: list[int] = field(default_factory=list)  # (T,) 1 = policy token
     logprobs: list[float] = field(default_factory=list)  # (T,) rollout logprob on policy tokens, 0 elsewhere
     entropy: list[float] | None = None  # (T,) rollout token entropy when the backend gives it
+    # Where each turn's action (its tool call, after any reasoning) starts: absolute token indices, at most one
+    # per turn (run of loss_mask 1s); the action runs from there to the turn's end. A turn without an entry is
+    # all action. AEM's entropy_span=action averages over these tokens (action_token_mask).
+    action_starts: list[int] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)  # readable transcript
     patch: str = ""
     exit_status: str = ""  # one of EXIT_STATUSES
@@ -62,6 +67,39 @@ def span_ids(loss_mask: list[int]) -> list[int]:
     for k, (s, e) in enumerate(mask_runs(loss_mask)):
         out[s:e] = [k] * (e - s)
     return out
+
+
+def action_token_mask(loss_mask: list[int], action_starts: list[int]) -> list[int]:
+    """(T,) 1 on action tokens: in a turn (run of 1s) holding an action start, the tokens from it to the turn's
+    end; a turn without one counts whole. Starts outside every turn (an empty turn) are ignored."""
+    out = [1 if m else 0 for m in loss_mask]
+    for s, e in mask_runs(loss_mask):
+        inside = [a for a in action_starts if s <= a < e]
+        if inside:
+            out[s : min(inside)] = [0] * (min(inside) - s)
+    return out
+
+
+# where a reply's call begins, by action format
+ACTION_OPENERS = {"xml": "<function=", "hermes": "<tool_call>"}
+
+
+def action_offset(decode: Callable[[list[int]], str], toks: list[int], reply: str, fmt: str) -> int:
+    """Index in `toks` of the token where the reply's call begins (after the last </think>, as the parsers read
+    it): the first token whose decoded prefix reaches the opener (binary search, log2(len) decodes). 0 when
+    the reply holds no call (the whole turn is its action)."""
+    think = reply.rfind("</think>")
+    at = reply.find(ACTION_OPENERS[fmt], think + len("</think>") if think >= 0 else 0)
+    if at <= 0:
+        return 0
+    lo, hi = 0, len(toks)  # invariant: decode(toks[:lo]) ends at or before `at`; the answer lies in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(decode(toks[:mid])) <= at:
+            lo = mid
+        else:
+            hi = mid - 1
+    return min(lo, max(len(toks) - 1, 0))
 
 
 def write_jsonl(path: str | Path, trajectories: list[Trajectory], *, append: bool = True) -> Path:

@@ -7,6 +7,10 @@ token entropy (nats, old policy, rollout temperature):
 A_AEM = α · A_base on every token of the span. α is computed once per batch under no_grad (a constant frozen for
 all PPO epochs / mini-batches). Invalid spans (empty, invalid or compact-filtered trajectories) are left out of
 the statistics and get α = 1. `reverse=True` is the paper's ablation w = exp(+λ·H̃).
+
+Span choice (issue 26): H̄ over the whole turn (`response`, the paper's) or, given an `action_mask` (B, T) that
+marks each turn's action tokens (the tool call after any reasoning), over those tokens only (`action`); a turn
+with no marked token falls back to its whole-turn mean.
 """
 
 from __future__ import annotations
@@ -15,9 +19,17 @@ import torch
 from torch import Tensor
 
 from swe_rl.algo.groups import GroupStats, group_stats
-from swe_rl.algo.spans import SpanIndex, broadcast, span_mean
+from swe_rl.algo.spans import SpanIndex, broadcast, span_mean, subspan_mean
 
 SCOPES = ("group", "trajectory", "batch")
+ENTROPY_SPANS = ("response", "action")
+
+
+def span_entropy(token_entropy: Tensor, index: SpanIndex, action_mask: Tensor | None = None) -> Tensor:
+    """(S,) H̄ per span: the mean over the whole turn, or over its action tokens when `action_mask` is given."""
+    if action_mask is None:
+        return span_mean(token_entropy, index)
+    return subspan_mean(token_entropy, index, action_mask)
 
 
 def _valid_mask(span_entropy: Tensor, span_valid: Tensor | None) -> Tensor:
@@ -128,12 +140,13 @@ def aem_token_advantages(
     lam: float = 1.0,
     min_range: float = 0.1,
     reverse: bool = False,
+    action_mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Per-row base advantages (B,) → AEM token advantages (B, T), 0 off-span, in one gather.
 
     Returns (token_adv (B, T), alpha (S,), span_entropy (S,)). `span_labels` (S,) picks the scope (see
-    `scope_labels`); invalid spans keep α = 1."""
-    h = span_mean(token_entropy, index)
+    `scope_labels`); invalid spans keep α = 1. With `action_mask` (B, T), H̄ is the action span's (`span_entropy`)."""
+    h = span_entropy(token_entropy, index, action_mask)
     alpha = aem_coefficients(h, span_labels, span_valid, lam=lam, min_range=min_range, reverse=reverse)
     span_adv = index.row_values(row_adv.to(alpha.dtype)) * alpha
     return broadcast(span_adv, index), alpha, h
@@ -150,9 +163,10 @@ def apply_aem(
     lam: float = 1.0,
     min_range: float = 0.1,
     reverse: bool = False,
+    action_mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Scale an existing (B, T) token-advantage tensor by each span's α (tokens off-span are unchanged).
-    Returns (token_adv · α (B, T), alpha (S,))."""
-    h = span_mean(token_entropy, index)
+    Returns (token_adv · α (B, T), alpha (S,)). With `action_mask` (B, T), H̄ is the action span's."""
+    h = span_entropy(token_entropy, index, action_mask)
     alpha = aem_coefficients(h, span_labels, span_valid, lam=lam, min_range=min_range, reverse=reverse)
     return token_adv * broadcast(alpha.to(token_adv.dtype), index, fill=1.0), alpha

@@ -48,6 +48,10 @@ class AEMConfig(StrictModel):
     min_range: float = Field(default=0.1, ge=0)
     scope: Literal["group", "trajectory", "batch"] = "group"  # spans normalized together (paper ablation)
     reverse: bool = False  # ablation: α grows with entropy, w = exp(+λ·H̃)
+    # Tokens H̄ averages over: the whole turn (the paper's response span) or only its action (the tool call after
+    # any reasoning; needs each turn's action start, Trajectory.action_starts). Issue 26: in reason-then-act turns
+    # the response mean is dominated by the reasoning tokens, not by the decision.
+    entropy_span: Literal["response", "action"] = "response"
 
 
 class EMPGConfig(StrictModel):

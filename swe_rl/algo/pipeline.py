@@ -66,11 +66,17 @@ def compute_advantages(
     loss_mask: Tensor,
     token_entropy: Tensor | None = None,
     exit_reasons: Sequence[str] | None = None,
+    action_mask: Tensor | None = None,
 ) -> AdvantageResult:
     """rewards (B,) float (any value where invalid), group_ids (B,) int (one id per task), valid (B,) bool,
     loss_mask (B, T), token_entropy (B, T) old-policy entropy (required for AEM/EMPG), exit_reasons (B,)
-    Trajectory.exit_status values (required when compact filtering is on)."""
+    Trajectory.exit_status values (required when compact filtering is on), action_mask (B, T) 1 on each turn's
+    action tokens (required for AEM with entropy_span=action; see train.batch.action_mask)."""
     _check_inputs(rewards, group_ids, valid, loss_mask, token_entropy)
+    if action_mask is not None and action_mask.shape != loss_mask.shape:
+        raise ValueError(
+            f"action_mask: expected shape {tuple(loss_mask.shape)}, got {tuple(action_mask.shape)}"
+        )
     valid = valid.to(torch.bool)
     mask = loss_mask * valid.to(loss_mask.dtype)[:, None]  # unscorable rows are masked, never scored 0
     rewards, mask, filtered, n_unsub = apply_reward_spec(cfg.reward, rewards, valid, mask, exit_reasons)
@@ -96,7 +102,7 @@ def compute_advantages(
         "adv/keep_frac": keep.float().mean().item(),
     }
     token_adv, span_alpha = _modulate(
-        cfg, adv, mask, token_entropy, group_ids, valid & ~filtered & keep, diag
+        cfg, adv, mask, token_entropy, group_ids, valid & ~filtered & keep, diag, action_mask
     )
     m = mask != 0
     if bool(m.any()):
@@ -142,6 +148,7 @@ def _modulate(
     group_ids: Tensor,
     stats_rows: Tensor,
     diag: dict[str, float],
+    action_mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Row advantages (B,) → token advantages (B, T) through the configured modulator, and AEM's α (S,)."""
     kind = cfg.modulator.kind
@@ -156,10 +163,15 @@ def _modulate(
     diag["adv/num_spans"] = float(index.num_spans)
     if kind == "aem":
         a = cfg.modulator.aem
+        if a.entropy_span == "action" and action_mask is None:
+            raise ValueError(
+                "action_mask: required when modulator.aem.entropy_span is 'action' ((B, T), 1 on action tokens)"
+            )
         labels = scope_labels(a.scope, index.group(group_ids), index.traj)
         token_adv, alpha, h = aem_token_advantages(
-            adv, token_entropy, index, labels, span_valid, lam=a.lam, min_range=a.min_range, reverse=a.reverse
-        )
+            adv, token_entropy, index, labels, span_valid, lam=a.lam, min_range=a.min_range, reverse=a.reverse,
+            action_mask=action_mask if a.entropy_span == "action" else None,
+        )  # fmt: skip
         span_adv = index.row_values(adv)
         d = aem_diagnostics(
             alpha, h, labels, span_adv, span_valid, min_range=a.min_range, span_length=index.length

@@ -90,6 +90,19 @@ def span_mean(values: Tensor, index: SpanIndex, dtype: torch.dtype = torch.float
     return span_sum(values, index, dtype) / index.length.to(dtype)
 
 
+def subspan_mean(
+    values: Tensor, index: SpanIndex, sub_mask: Tensor, dtype: torch.dtype = torch.float32
+) -> Tensor:
+    """(S,) mean of a (B, T) token tensor over the tokens of each span where `sub_mask` (B, T) is nonzero (e.g. a
+    turn's action tokens); a span with no such token gets its whole-span mean (a turn without a marked part)."""
+    if tuple(sub_mask.shape) != index.shape:
+        raise ValueError(f"sub_mask: expected shape {index.shape}, got {tuple(sub_mask.shape)}")
+    sub = sub_mask.to(torch.bool).to(dtype)
+    n = span_sum(sub, index, dtype)
+    part = span_sum(values.to(dtype) * sub, index, dtype) / n.clamp(min=1)
+    return torch.where(n > 0, part, span_mean(values, index, dtype))
+
+
 def broadcast(span_values: Tensor, index: SpanIndex, fill: float = 0.0) -> Tensor:
     """(B, T) tensor with each span's value on its tokens and `fill` off-span (differentiable)."""
     if span_values.shape != (index.num_spans,):

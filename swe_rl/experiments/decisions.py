@@ -160,6 +160,9 @@ class DecisionRollouter:
         lps = [[0.0] * p for _ in rows]
         firsts: list[list[int]] = [[] for _ in rows]
         spans: list[list[tuple[int, int]]] = [[] for _ in rows]
+        acts: list[list[int]] = [
+            [] for _ in rows
+        ]  # action starts (reason_first; else each turn counts whole)
         for turn in range(len(TURNS)):
             a, lp = sample_tokens(self.model, seqs, self.turn_tokens, self.temperature, gen)
             for i in range(len(rows)):
@@ -169,6 +172,8 @@ class DecisionRollouter:
                 lps[i] += lp[i].tolist()
                 firsts[i].append(int(a[i, -1 if self.reason_first else 0]))  # the decision token
                 spans[i].append((start, len(ids[i])))
+                if self.reason_first:  # the action is the decision, the turn's last token
+                    acts[i].append(len(ids[i]) - 1)
             if turn == len(TURNS) - 1:
                 break
             obs = []
@@ -203,6 +208,7 @@ class DecisionRollouter:
                     token_ids=ids[i],
                     loss_mask=mask[i],
                     logprobs=lps[i],
+                    action_starts=acts[i],
                     messages=msgs,
                     patch="fixed" if patch_ok else "",
                     exit_status="submitted" if submitted else "format_error",

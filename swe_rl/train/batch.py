@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from swe_rl.agent.trajectory import Trajectory
+from swe_rl.agent.trajectory import Trajectory, action_token_mask
 
 
 @dataclass
@@ -25,10 +25,18 @@ class Batch:
     attention_mask: Tensor  # (B, T) int64, 1 on real tokens
     loss_mask: Tensor  # (B, T) float32, 1 on policy tokens
     rollout_logprobs: Tensor  # (B, T) float32, sampler's logprob on policy tokens
+    # (B, T) float32, 1 on each turn's action tokens (Trajectory.action_starts; the whole turn without one),
+    # for AEM's entropy_span=action; None = the loss mask
+    action_mask: Tensor | None = None
 
     def select(self, rows: Tensor) -> Batch:
+        act = None if self.action_mask is None else self.action_mask[rows]
         return Batch(
-            self.input_ids[rows], self.attention_mask[rows], self.loss_mask[rows], self.rollout_logprobs[rows]
+            self.input_ids[rows],
+            self.attention_mask[rows],
+            self.loss_mask[rows],
+            self.rollout_logprobs[rows],
+            act,
         )
 
     @property
@@ -54,15 +62,17 @@ def collate(trajs: list[Trajectory], pad_id: int, max_len: int | None = None) ->
     attn = torch.zeros((b, length), dtype=torch.long)
     mask = torch.zeros((b, length), dtype=torch.float32)
     lps = torch.zeros((b, length), dtype=torch.float32)
+    act = torch.zeros((b, length), dtype=torch.float32)
     for i, t in enumerate(trajs):
         n = min(len(t.token_ids), length)
         ids[i, :n] = torch.tensor(t.token_ids[:n], dtype=torch.long)
         attn[i, :n] = 1
         mask[i, :n] = torch.tensor(t.loss_mask[:n], dtype=torch.float32)
+        act[i, :n] = torch.tensor(action_token_mask(t.loss_mask, t.action_starts)[:n], dtype=torch.float32)
         if t.logprobs:
             lps[i, :n] = torch.tensor(t.logprobs[:n], dtype=torch.float32)
     mask[:, 0] = 0.0  # the first token has no prediction
-    return Batch(ids, attn, mask, lps)
+    return Batch(ids, attn, mask, lps, act * mask)
 
 
 def token_logprobs_entropy(

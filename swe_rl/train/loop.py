@@ -133,8 +133,9 @@ def train(
 
         # 3. Advantages through swe_rl.algo: estimator, compact/dynamic filtering, AEM or EMPG.
         adv, loss_mask, diag = advantages(
-            algo, rewards, group_ids, valid, batch.loss_mask, old_ent, exits, trajectories=trajs
-        )
+            algo, rewards, group_ids, valid, batch.loss_mask, old_ent, exits, trajectories=trajs,
+            action_mask=batch.action_mask,
+        )  # fmt: skip
 
         # 4. PPO-clip minibatch updates for E epochs over all rows: the same number of updates and the same loss
         # divisor whatever the advantages are (rows without policy tokens are skipped inside a minibatch).

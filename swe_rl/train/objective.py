@@ -36,11 +36,15 @@ def advantages(
     token_entropy: Tensor,
     exit_reasons: Sequence[str],
     trajectories: Sequence[Trajectory] | None = None,
+    action_mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, dict[str, float]]:
     """(token advantages (B, T), loss mask (B, T) after filtering and keep-mask, finite scalar diagnostics).
     With the batch's `trajectories`, AEM's mean α by turn type goes into the diagnostics
-    (`aem/alpha_turn/<type>`, types from batch.span_turn_types)."""
-    res = compute_advantages(cfg, rewards, group_ids, valid, loss_mask, token_entropy, exit_reasons)
+    (`aem/alpha_turn/<type>`, types from batch.span_turn_types). `action_mask` (B, T): Batch.action_mask, for
+    AEM's entropy_span=action."""
+    res = compute_advantages(
+        cfg, rewards, group_ids, valid, loss_mask, token_entropy, exit_reasons, action_mask=action_mask
+    )
     mask = res.loss_mask.to(torch.float32) * res.keep.to(torch.float32)[:, None]
     diag = {k: float(v) for k, v in res.diagnostics.items() if math.isfinite(float(v))}
     if res.span_alpha is not None and trajectories is not None:
