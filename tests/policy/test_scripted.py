@@ -6,7 +6,13 @@ import pytest
 
 from swe_rl.agent.parsing import parse_action
 from swe_rl.policy.base import SamplingParams
-from swe_rl.policy.scripted import ReplayPolicy, ScriptedGoldPolicy, gold_replies, parse_unified_diff
+from swe_rl.policy.scripted import (
+    ANCHOR,
+    ReplayPolicy,
+    ScriptedGoldPolicy,
+    gold_replies,
+    parse_unified_diff,
+)
 from swe_rl.tasks.task import Task
 
 PATCH = """diff --git a/pkg/a.py b/pkg/a.py
@@ -18,7 +24,7 @@ index 1111111..2222222 100644
 -    return 1
 +    return 2
 
-@@ -10,2 +10,3 @@ def g():
+@@ -10,1 +10,2 @@ def g():
  x = 1
 +y = 2
 diff --git a/pkg/new.py b/pkg/new.py
@@ -42,8 +48,11 @@ def test_parse_unified_diff():
     files = parse_unified_diff(PATCH)
     assert [f.path for f in files] == ["pkg/a.py", "pkg/new.py", "old.txt"]
     a, new, old = files
-    assert a.hunks == [("def f():\n    return 1\n", "def f():\n    return 2\n"), ("x = 1", "x = 1\ny = 2")]
-    assert new.new_file and new.hunks == [("", "A = 1\nB = 2")]
+    assert [(h.old_start, h.old, h.new) for h in a.hunks] == [
+        (1, ["def f():", "    return 1", ""], ["def f():", "    return 2", ""]),
+        (10, ["x = 1"], ["x = 1", "y = 2"]),
+    ]
+    assert new.new_file and new.hunks[0].new == ["A = 1", "B = 2"] and not new.hunks[0].new_nl
     assert old.deleted
 
 
@@ -52,18 +61,21 @@ def test_gold_replies_parse_to_the_right_actions(fmt):
     actions = [parse_action(r, fmt) for r in gold_replies(PATCH, repo_dir="/r", fmt=fmt)]
     names = [(a.name, a.params.get("command")) for a in actions]
     assert names == [
-        ("file_editor", "view"),
-        ("file_editor", "str_replace"),
-        ("file_editor", "str_replace"),
+        *[("file_editor", "insert"), ("file_editor", "str_replace")] * 2,  # bottom hunk first
         ("file_editor", "create"),
         ("execute_bash", "rm /r/old.txt"),
         ("execute_bash", "python -m pytest -q"),
         ("submit", None),
     ]
-    assert (
-        actions[1].params["old_str"] == "def f():\n    return 1\n"
-        and actions[3].params["file_text"] == "A = 1\nB = 2\n"
-    )
+    assert actions[0].params["insert_line"] == "9" and actions[2].params["insert_line"] == "0"
+    assert actions[3].params["old_str"] == f"{ANCHOR}\ndef f():\n    return 1\n\n"
+    assert actions[4].params["file_text"] == "A = 1\nB = 2"
+
+
+def test_binary_patch_is_refused_by_name():
+    patch = "diff --git a/logo.png b/logo.png\nindex 1..2 100644\nGIT binary patch\nliteral 5\nabc\n"
+    with pytest.raises(ValueError, match=r"logo\.png: a binary patch"):
+        gold_replies(patch)
 
 
 async def test_replay_policy_tokens_and_length_cut(tiny_tokenizer):
