@@ -1,9 +1,17 @@
-"""`RewardResult`: what grading hands the trainer and the evaluation harness."""
+"""`RewardResult`: what grading hands the trainer and the evaluation harness; the `suspicious` label and the reward
+policy that decides what a suspicious episode earns (`zero` / `mask` / `keep`)."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+# What a suspicious episode earns: `zero` reward 0 (every training recipe), `mask` reward None (left out of the
+# loss like an infrastructure failure), `keep` the graded reward (evaluation: the label is reported, not acted on).
+RewardPolicy = Literal["zero", "mask", "keep"]
+SUSPICIOUS_FAILURE = "suspicious"  # RewardResult.failure of an episode masked by the `mask` policy
 
 
 @dataclass(frozen=True)
@@ -13,3 +21,49 @@ class RewardResult:
     tests: dict[str, Any] = field(default_factory=dict)  # swebench-style FAIL_TO_PASS / PASS_TO_PASS report
     log: str = ""  # test output (capped)
     failure: str | None = None  # infra failure label ("image_missing", "sandbox_died", "test_timeout", ...)
+    suspicious: tuple[
+        str, ...
+    ] = ()  # why a reward hack is suspected (tripwire, trusted check); () = nothing seen
+
+
+def label_suspicious(result: RewardResult, patch: str | None, trusted: Iterable[str] = ()) -> RewardResult:
+    """result labelled with the static tripwire's findings on `patch` and the trusted check's `trusted` findings;
+    the reasons also go to `tests["integrity"]["suspicious"]` (so every grading report carries them)."""
+    from swe_rl.tasks.tripwire import scan_patch
+
+    reasons = tuple(dict.fromkeys([*result.suspicious, *scan_patch(patch), *trusted]))
+    if not reasons:
+        return result
+    tests = dict(result.tests)
+    tests["integrity"] = {**tests.get("integrity", {}), "suspicious": list(reasons)}
+    return dataclasses.replace(result, suspicious=reasons, tests=tests)
+
+
+def apply_policy(result: RewardResult, policy: RewardPolicy) -> RewardResult:
+    """What `policy` makes of a suspicious result (others pass unchanged); the label always stays."""
+    if not result.suspicious or policy == "keep" or result.reward is None:
+        return result
+    if policy == "zero":
+        return dataclasses.replace(result, reward=0.0)
+    if policy == "mask":
+        return dataclasses.replace(result, reward=None, failure=SUSPICIOUS_FAILURE)
+    raise ValueError(f"reward policy: expected 'zero', 'mask' or 'keep', got {policy!r}")
+
+
+def harness_touched(tests: dict[str, Any]) -> bool:
+    """Whether the grader had to reset test-harness files the patch touched (swe_rl.tasks.integrity)."""
+    return bool((tests.get("integrity") or {}).get("harness_restored"))
+
+
+def integrity_metrics(results: Iterable[RewardResult | None], prefix: str = "integrity/") -> dict[str, float]:
+    """Per-step counts and fractions of suspicious and harness-touching episodes (None: not graded, skipped)."""
+    graded = [r for r in results if r is not None]
+    n = len(graded)
+    sus = sum(1 for r in graded if r.suspicious)
+    touched = sum(1 for r in graded if harness_touched(r.tests))
+    return {
+        f"{prefix}suspicious": float(sus),
+        f"{prefix}suspicious_frac": sus / n if n else 0.0,
+        f"{prefix}harness_touched": float(touched),
+        f"{prefix}harness_touched_frac": touched / n if n else 0.0,
+    }
