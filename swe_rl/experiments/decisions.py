@@ -42,6 +42,7 @@ import torch
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.experiments.toy import sample_tokens
 from swe_rl.tasks.task import Task
+from swe_rl.train.batch import register_turn_types
 
 N_FILES = 4
 FILE_TOK = (150, 151, 152, 153)
@@ -51,6 +52,9 @@ SUBMIT_TOK, CONTINUE_TOK = 180, 181
 FREE_LO, FREE_HI = 100, 140  # the free tokens' range
 TEMPLATE_TOK = (110, 120, 130, 135)  # the demonstrations' usual free token of each turn
 TURNS = ("locate", "edit:1", "edit:2", "submit")
+register_turn_types(
+    {"locate": (), "edit": ("1", "2"), "submit": ()}
+)  # α-by-turn-type keys (closed vocabulary)
 SPLITS = ("train", "validation", "test")
 SPLIT_SHARES = (0.8, 0.1, 0.1)
 

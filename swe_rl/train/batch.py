@@ -113,14 +113,50 @@ def minibatches(n: int, size: int, generator: torch.Generator) -> list[Tensor]:
     return [perm[i : i + size] for i in range(0, n, size)]
 
 
+# Turn types become metric keys and report rows, so they come from a closed vocabulary, never from raw model
+# text: tool -> its enumerated commands (() when the command is free text, e.g. a shell line, and not part of
+# the type). Built from every agent profile's tool specs; an environment with its own turns registers them.
+TURN_VOCABULARY: dict[str, tuple[str, ...]] = {}
+UNKNOWN_TOOL = "unknown_tool"
+
+
+def register_turn_types(vocab: dict[str, tuple[str, ...]]) -> None:
+    """Add tool names and their enumerated commands to the turn-type vocabulary (e.g. a toy environment's)."""
+    for name, cmds in vocab.items():
+        TURN_VOCABULARY[name] = tuple(dict.fromkeys((*TURN_VOCABULARY.get(name, ()), *cmds)))
+
+
+def _agent_turn_types() -> dict[str, tuple[str, ...]]:
+    from swe_rl.agent.profiles import PROFILES
+    from swe_rl.agent.toolset import SUBMIT, canonical_name
+
+    out: dict[str, tuple[str, ...]] = {SUBMIT: ()}
+    for prof in PROFILES.values():
+        for spec in prof.specs:
+            name = canonical_name(spec.name)
+            if name != SUBMIT:
+                out[name] = next((p.enum for p in spec.params if p.name == "command"), ())
+    return out
+
+
+register_turn_types(_agent_turn_types())
+
+
 def turn_label(message: dict[str, Any]) -> str:
-    """Turn type of an assistant message: the tool and its command (`file_editor:view`), `submit`, or
-    `format_error` when the reply did not parse."""
+    """Turn type of an assistant message, always from TURN_VOCABULARY: the tool and its enumerated command
+    (`file_editor:view`), the tool alone (`execute_bash`, `submit`), `<tool>:unknown_command` or `unknown_tool`
+    when the model named something outside it, `format_error` when the reply did not parse, `none` otherwise."""
     action = message.get("action")
     if not isinstance(action, dict):
         return "format_error" if "parse_error" in message else "none"
+    name = action.get("name")
+    if not isinstance(name, str) or name not in TURN_VOCABULARY:
+        return UNKNOWN_TOOL
+    cmds = TURN_VOCABULARY[name]
+    if not cmds:
+        return name
     cmd = (action.get("params") or {}).get("command")
-    return f"{action['name']}:{cmd}" if isinstance(cmd, str) and cmd else str(action["name"])
+    return f"{name}:{cmd}" if cmd in cmds else f"{name}:unknown_command"
 
 
 def span_turn_types(trajs: list[Trajectory], loss_mask: Tensor) -> list[str]:
