@@ -13,6 +13,9 @@ class AgentConfig(StrictModel):
     action_format: Literal["xml", "hermes"] = (
         "xml"  # DeepSWE XML function calls or Qwen/Hermes JSON tool calls
     )
+    profile: Literal["swe_rl", "deepswe"] = (
+        "swe_rl"  # tool interface: ours, or R2E-Gym's as DeepSWE was trained (swe_rl.agent.profiles)
+    )
     max_steps: int = Field(40, ge=1)  # assistant turns before exit "max_steps"
     max_context_tokens: int = Field(
         32768, ge=16
@@ -22,6 +25,11 @@ class AgentConfig(StrictModel):
     max_format_errors: int = Field(3, ge=1)  # replies without a valid call before exit "format_errors"
     temperature: float = Field(1.0, ge=0)  # sampling temperature (0 = greedy)
     top_p: float = Field(1.0, gt=0, le=1)  # nucleus sampling
+    top_k: int = Field(-1, ge=-1)  # keep the k most likely tokens (-1 = off; Qwen3 recommends 20)
+    min_p: float = Field(0.0, ge=0, le=1)  # drop tokens below min_p x the top probability (0 = off)
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict
+    )  # extra request fields for a served policy (e.g. repetition_penalty); local backends ignore them
     seed: int | None = None  # base sampling seed; per turn seed = seed + 1000 * sample_idx + step
     tool_timeout_s: float = Field(90.0, gt=0)  # execute_bash timeout inside the sandbox
     max_observation_chars: int = Field(16000, ge=100)  # longer observations are clipped (head + tail)
@@ -36,6 +44,9 @@ class AgentConfig(StrictModel):
     )
     task_prompt_file: str | None = (
         None  # replaces the bundled task prompt (placeholders: {problem_statement}, {repo_dir})
+    )
+    prompt_config_file: str | None = (
+        None  # an R2E-Gym agent YAML (system_prompt, instance_prompt) used as system and task prompt
     )
     notes_file: str | None = (
         None  # replaces the bundled per-step notes (YAML: steps_remaining, last_step, token_warning)
@@ -57,6 +68,10 @@ class AgentConfig(StrictModel):
     def _check(self) -> AgentConfig:
         if not self.repo_dir.startswith("/"):
             raise ValueError(f"repo_dir={self.repo_dir!r}: expected an absolute path")
+        if self.prompt_config_file and (self.system_prompt_file or self.task_prompt_file):
+            raise ValueError(
+                "prompt_config_file replaces system_prompt_file and task_prompt_file: set one or the other"
+            )
         return self
 
     @property

@@ -22,6 +22,7 @@ from swe_rl.agent.chat import ChatFormat
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.parsing import ParseError, parse_action
 from swe_rl.agent.patch import base_commit_of, get_patch
+from swe_rl.agent.profiles import get_profile
 from swe_rl.agent.prompts import Prompts
 from swe_rl.agent.toolset import SUBMIT, build_command, canonical_name, install_tools
 from swe_rl.agent.trajectory import Trajectory
@@ -40,6 +41,7 @@ def clip_middle(text: str, limit: int) -> str:
 
 async def run_tool(sandbox: Sandbox, name: str, params: dict[str, Any], cfg: AgentConfig, wait: float) -> str:
     """One tool call -> observation text. Bad calls and failing commands are observations, not exceptions."""
+    profile = get_profile(cfg.profile)
     try:
         cmd = build_command(
             name,
@@ -48,6 +50,8 @@ async def run_tool(sandbox: Sandbox, name: str, params: dict[str, Any], cfg: Age
             tools_dir=cfg.tools_dir,
             repo_dir=cfg.repo_dir,
             timeout=cfg.tool_timeout_s,
+            bash_style=profile.bash_style,
+            auto_concise=profile.auto_concise,
         )
     except ValueError as e:
         return f"ERROR: {e}"
@@ -55,7 +59,7 @@ async def run_tool(sandbox: Sandbox, name: str, params: dict[str, Any], cfg: Age
     out = res.output.rstrip("\n")
     if res.timed_out:
         out += f"\nERROR: the call did not finish within {cfg.tool_timeout_s:g} seconds."
-    return f"Execution output of [{name}]:\n{clip_middle(out, cfg.max_observation_chars)}"
+    return profile.observation(name, clip_middle(out, cfg.max_observation_chars))
 
 
 async def run_episode(

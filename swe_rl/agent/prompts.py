@@ -1,5 +1,8 @@
 """Prompt templates: bundled files in swe_rl/agent/templates/, each replaceable by a file named in AgentConfig.
 
+The bundled files are chosen by the agent profile (swe_rl.agent.profiles) and the action format; the tool list
+filled in is the profile's. `prompt_config_file` takes an R2E-Gym agent YAML (`system_prompt`, `instance_prompt`),
+e.g. R2E-Gym's edit_non_fn_calling.yaml for DeepSWE's exact prompts.
 Placeholders are `{name}` and only known names are substituted (issue texts and JSON examples keep their braces).
 """
 
@@ -14,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from swe_rl.agent.config import AgentConfig
+from swe_rl.agent.profiles import get_profile
 from swe_rl.agent.toolset import TOOL_SPECS, ToolSpec
 
 
@@ -24,6 +28,21 @@ def _read(override: str | None, bundled: str, field: str) -> str:
     if not path.is_file():
         raise FileNotFoundError(f"AgentConfig.{field}={override!r}: file not found")
     return path.read_text()
+
+
+def _r2e_prompts(path: str) -> tuple[str, str]:
+    """(system, task) from an R2E-Gym agent config YAML; one clear error for anything else."""
+    field = f"AgentConfig.prompt_config_file={path!r}"
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{field}: file not found")
+    data = yaml.safe_load(Path(path).read_text())
+    if not isinstance(data, dict) or not all(
+        isinstance(data.get(k), str) for k in ("system_prompt", "instance_prompt")
+    ):
+        raise ValueError(
+            f"{field}: expected a YAML mapping with string keys system_prompt and instance_prompt"
+        )
+    return data["system_prompt"], data["instance_prompt"]
 
 
 def fill(template: str, **values: str) -> str:
@@ -58,13 +77,17 @@ class Prompts:
 
     @classmethod
     def load(cls, cfg: AgentConfig) -> Prompts:
-        bundled_system = "system_hermes.md" if cfg.action_format == "hermes" else "system_xml.md"
+        profile = get_profile(cfg.profile)
+        bundled_system = profile.system_hermes if cfg.action_format == "hermes" else profile.system_xml
+        system_text = _read(cfg.system_prompt_file, bundled_system, "system_prompt_file")
+        task = _read(cfg.task_prompt_file, profile.task, "task_prompt_file")
+        if cfg.prompt_config_file is not None:
+            system_text, task = _r2e_prompts(cfg.prompt_config_file)
         system = fill(
-            _read(cfg.system_prompt_file, bundled_system, "system_prompt_file"),
-            tool_descriptions=describe_tools(),
-            tools_json="\n".join(json.dumps(s.json_schema()) for s in TOOL_SPECS),
+            system_text,
+            tool_descriptions=describe_tools(profile.specs),
+            tools_json="\n".join(json.dumps(s.json_schema()) for s in profile.specs),
         )
-        task = _read(cfg.task_prompt_file, "task.md", "task_prompt_file")
         notes = yaml.safe_load(_read(cfg.notes_file, "notes.yaml", "notes_file")) or {}
         missing = {"steps_remaining", "last_step", "token_warning"} - set(notes)
         if missing:

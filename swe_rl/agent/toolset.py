@@ -2,6 +2,8 @@
 
 Tool scripts live in swe_rl/agent/tools/ and run inside the sandbox with its own python3; the loop only builds a
 shell command line and reads the output. `submit` (alias `finish`) never reaches the sandbox: it ends the episode.
+The specs here are the canonical ones (our parameter names); R2E-Gym's names (`cmd` for execute_bash) are accepted
+for every profile through PARAM_ALIASES, and swe_rl.agent.profiles gives each profile the specs its prompt shows.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ ALIASES = {
     "bash": "execute_bash",
     "search_dir": "search",
 }
+# R2E-Gym / DeepSWE parameter names -> ours, accepted whatever the profile (a model trained on either interface)
+PARAM_ALIASES: dict[str, dict[str, str]] = {"execute_bash": {"cmd": "command"}}
 MAX_ARG_BYTES = 100_000  # Linux caps one argv string at 128 KiB; refuse before the shell does
 
 
@@ -85,6 +89,12 @@ TOOL_SPECS = (
                 "array",
                 False,
                 "For `view` of a file: [start, end], 1-based; end -1 = to the end.",
+            ),
+            Param(
+                "concise",
+                "boolean",
+                False,
+                "For `view` of a Python file: true shows its structure with long function bodies elided.",
             ),
         ),
     ),
@@ -157,18 +167,34 @@ def _as_arg(value: Any) -> str:
     return str(value)
 
 
+def canonical_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """R2E-Gym parameter names -> ours (`cmd` -> `command` for execute_bash); both at once is an error."""
+    aliases = PARAM_ALIASES.get(canonical_name(name), {})
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        key = aliases.get(key, key)
+        if key in out:
+            raise ValueError(f"Parameter {key!r} given twice (under two names) for function {name!r}.")
+        out[key] = value
+    return out
+
+
 def build_command(
-    name: str, params: dict[str, Any], *, python: str, tools_dir: str, repo_dir: str, timeout: float
-) -> str:
-    """Shell command that runs tool `name` with `params`. Raises ValueError (-> an error observation)."""
+    name: str, params: dict[str, Any], *, python: str, tools_dir: str, repo_dir: str, timeout: float,
+    bash_style: str = "swe_rl", auto_concise: int | None = None,
+) -> str:  # fmt: skip
+    """Shell command that runs tool `name` with `params`. Raises ValueError (-> an error observation).
+    `bash_style` and `auto_concise` come from the agent profile (swe_rl.agent.profiles)."""
     name = canonical_name(name)
     spec = next((s for s in TOOL_SPECS if s.name == name), None)
     if spec is None or name == SUBMIT:
         raise ValueError(f"Unknown function {name!r}. Available functions: {', '.join(tool_names())}.")
+    params = canonical_params(name, params)
     allowed = {p.name for p in spec.params}
     unknown = sorted(set(params) - allowed)
     if unknown:
-        raise ValueError(f"Unknown parameter(s) {unknown} for function {name!r}; allowed: {sorted(allowed)}.")
+        shown = sorted(allowed | set(PARAM_ALIASES.get(name, {})))
+        raise ValueError(f"Unknown parameter(s) {unknown} for function {name!r}; allowed: {shown}.")
     missing = [p.name for p in spec.params if p.required and p.name not in params]
     if missing:
         raise ValueError(f"Missing required parameter(s) {missing} for function {name!r}.")
@@ -177,10 +203,12 @@ def build_command(
     values = dict(params)
     if name == "file_editor":
         argv.append(shlex.quote(str(values.pop("command"))))
+        if auto_concise is not None:
+            argv.append(f"--auto_concise={int(auto_concise)}")
     elif name == "search":
         values.setdefault("path", repo_dir)
     elif name == "execute_bash":
-        argv += ["--timeout", str(timeout), "--cwd", shlex.quote(repo_dir)]
+        argv += ["--timeout", str(timeout), "--cwd", shlex.quote(repo_dir), f"--style={bash_style}"]
     for key, value in values.items():
         text = _as_arg(value)
         if len(text.encode()) > MAX_ARG_BYTES:

@@ -3,20 +3,28 @@
 """file_editor: view / create / str_replace / insert / undo_edit. Runs inside the sandbox (stdlib only).
 
 Usage: file_editor.py COMMAND --path PATH [--file_text T] [--old_str S] [--new_str S] [--insert_line N]
-       [--view_range "[a, b]"]
+       [--view_range "[a, b]"] [--concise true|false] [--auto_concise LINES]
 Errors are printed as `ERROR: ...` with exit status 1: the agent sees them as observations.
 Undo history lives in a JSON file per edited path under $SWE_RL_EDITOR_STATE (default /tmp/.swe_rl_editor).
+`concise` (R2E-Gym's parameter) shows a Python file with long function bodies and class docstrings elided;
+`--auto_concise N` turns it on for Python files over N lines viewed without a range (R2E-Gym does so past 110).
+Every observation is bounded: binary files are refused, control characters are escaped, output is clipped.
 """
 
 import argparse
+import ast
 import hashlib
 import json
 import os
+import re
 import sys
 
 MAX_OUTPUT_CHARS = 20000
 SNIPPET_LINES = 4
 MAX_DEPTH = 2
+MAX_MATCHES_SHOWN = 3  # an ambiguous old_str names this many matches, never every line
+ELIDE_MIN_LINES = 4  # concise view: function bodies of at least this many lines are elided
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 class ToolError(Exception):
@@ -31,8 +39,31 @@ def clip(text):
     )
 
 
+def visible(text):
+    """Control characters (NUL, ESC, ...) as \\xNN: an observation stays printable text."""
+    return CONTROL.sub(lambda m: "\\x%02x" % ord(m.group(0)), text)
+
+
+def emit(text):
+    """UTF-8 bytes whatever the sandbox's locale (an ASCII stdout would fail on the first non-ASCII char)."""
+    out = getattr(sys.stdout, "buffer", None)
+    if out is None:
+        sys.stdout.write(text + "\n")
+        return
+    out.write((text + "\n").encode("utf-8", "replace"))
+    out.flush()
+
+
 def numbered(lines, start):
-    return "\n".join("%6d\t%s" % (i, line) for i, line in enumerate(lines, start))
+    """`cat -n` lines; stops once the output cap is passed (a huge file is not numbered in full)."""
+    out, size = [], 0
+    for i, line in enumerate(lines, start):
+        row = "%6d\t%s" % (i, line[: MAX_OUTPUT_CHARS + 1])
+        out.append(row)
+        size += len(row) + 1
+        if size > MAX_OUTPUT_CHARS:
+            break
+    return "\n".join(out)
 
 
 def read_text(path):
@@ -42,6 +73,10 @@ def read_text(path):
         raise ToolError("The path %s is a directory; this command needs a file." % path)
     with open(path, "rb") as f:
         data = f.read()
+    if b"\0" in data[:8192]:
+        raise ToolError(
+            "The file %s is a binary file (%d bytes); it cannot be viewed or edited here." % (path, len(data))
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -119,16 +154,76 @@ def parse_range(raw, n_lines):
     return start, end
 
 
+def elided_ranges(text):
+    """(first, last) 1-based line ranges a concise view hides: long function bodies, long class docstrings."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    ranges = []
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list) or not body or not hasattr(body[-1], "end_lineno"):
+            continue
+        first, last = body[0].lineno, body[-1].end_lineno or body[0].lineno
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and last - first + 1 >= ELIDE_MIN_LINES:
+            ranges.append((first, last))
+        elif isinstance(node, ast.ClassDef) and isinstance(body[0], ast.Expr):
+            doc_end = body[0].end_lineno or first
+            if isinstance(getattr(body[0], "value", None), ast.Constant) and doc_end - first >= 4:
+                ranges.append((first + 1, doc_end - 1))
+    ranges.sort()
+    merged = []  # type: list[tuple[int, int]]
+    for first, last in ranges:  # nested functions sit inside their parent's range
+        if merged and first <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return merged
+
+
+def concise_lines(text):
+    """(line number, text) rows of a concise view: elided ranges become one marker row."""
+    lines = text.split("\n")
+    rows, skip_to = [], 0
+    starts = dict(elided_ranges(text))
+    for i, line in enumerate(lines, 1):
+        if i <= skip_to:
+            continue
+        if i in starts:
+            rows.append((i, "... lines %d-%d elided ..." % (i, starts[i])))
+            skip_to = starts[i]
+            continue
+        rows.append((i, line))
+    return rows
+
+
+def wants_concise(args, path, n_lines):
+    concise, auto = getattr(args, "concise", None), getattr(args, "auto_concise", None)
+    if not path.endswith(".py"):
+        return False
+    if concise is not None:
+        return str(concise).strip().lower() in ("true", "1", "yes")
+    return not args.view_range and auto is not None and n_lines > int(auto)
+
+
 def cmd_view(args):
     path = args.path
     if os.path.isdir(path):
         if args.view_range:
             raise ToolError("view_range is not allowed when path points to a directory.")
         return view_dir(path)
-    lines = read_text(path).split("\n")
+    text = read_text(path)
+    lines = text.split("\n")
     start, end = 1, len(lines)
     if args.view_range:
         start, end = parse_range(args.view_range, len(lines))
+    if wants_concise(args, path, len(lines)):
+        rows = [r for r in concise_lines(text) if start <= r[0] <= end]
+        return "Here is a concise view of %s (long bodies elided; view a line range to see them):\n%s" % (
+            path,
+            "\n".join("%6d\t%s" % row for row in rows),
+        )
     return "Here's the result of running `cat -n` on %s:\n%s" % (
         path,
         numbered(lines[start - 1 : end], start),
@@ -161,22 +256,37 @@ def cmd_create(args):
 def cmd_str_replace(args):
     if args.old_str is None:
         raise ToolError("Parameter `old_str` is required for command: str_replace.")
+    if not args.old_str:
+        raise ToolError(
+            "No replacement was performed: old_str is empty. Give the exact lines to replace; to add text "
+            "without replacing any, use the `insert` command."
+        )
     text = read_text(args.path)
     count = text.count(args.old_str)
     if count == 0:
         raise ToolError("No replacement was performed, old_str did not appear verbatim in %s." % args.path)
     if count > 1:
-        lines = [i + 1 for i, line in enumerate(text.split("\n")) if args.old_str.split("\n")[0] in line]
-        raise ToolError(
-            "No replacement was performed. Multiple occurrences of old_str in lines %s. "
-            "Please ensure it is unique." % lines
-        )
+        raise ToolError(ambiguous(text, args.old_str, count))
     new_str = args.new_str or ""
     new_text = text.replace(args.old_str, new_str)
     write_text(args.path, new_text)
     push_history(args.path, text)
     line = text.split(args.old_str)[0].count("\n") + 1
     return snippet(new_text, line, new_str.count("\n"), args.path)
+
+
+def ambiguous(text, old_str, count):
+    """One short error for an old_str that matches more than once: the count and the first few start lines."""
+    lines = []  # type: list[int]
+    pos = text.find(old_str)
+    while pos >= 0 and len(lines) < MAX_MATCHES_SHOWN:
+        lines.append(text.count("\n", 0, pos) + 1)
+        pos = text.find(old_str, pos + 1)
+    more = ", ..." if count > len(lines) else ""
+    return (
+        "No replacement was performed. old_str occurs %d times (starting at lines %s%s). "
+        "Include more surrounding lines to make it unique." % (count, ", ".join(map(str, lines)), more)
+    )
 
 
 def cmd_insert(args):
@@ -222,7 +332,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="file_editor")
     parser.add_argument("command")
     parser.add_argument("--path", required=True)
-    for name in ("file_text", "old_str", "new_str", "insert_line", "view_range"):
+    for name in ("file_text", "old_str", "new_str", "insert_line", "view_range", "concise", "auto_concise"):
         parser.add_argument("--" + name, default=None)
     args = parser.parse_args(argv)
     try:
@@ -230,10 +340,10 @@ def main(argv=None):
             raise ToolError("Unknown command %r; allowed: %s." % (args.command, ", ".join(COMMANDS)))
         if not os.path.isabs(args.path):
             raise ToolError("The path %s is not an absolute path; it should start with `/`." % args.path)
-        print(clip(COMMANDS[args.command](args)))
+        emit(clip(visible(COMMANDS[args.command](args))))
         return 0
-    except (ToolError, OSError) as e:
-        print("ERROR: %s" % e)
+    except (ToolError, OSError, MemoryError) as e:
+        emit(clip(visible("ERROR: %s" % e)))
         return 1
 
 

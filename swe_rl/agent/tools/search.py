@@ -4,15 +4,41 @@
 
 Usage: search.py --search_term TERM [--path PATH]
 In a directory: the files that contain TERM with match counts (hidden dirs skipped; past MAX_FILES files the
-agent is asked to narrow the search). In a file: the matching lines with line numbers (capped).
+agent is asked to narrow the search). In a file: the matching lines with line numbers (capped: lines, each line's
+length and the whole output, so a minified file or a log of long lines stays a short observation).
 """
 
 import argparse
 import os
+import re
 import sys
 
 MAX_FILES = 100
 MAX_LINES = 200
+MAX_LINE_CHARS = 300  # a matching line longer than this is shown around its first match
+MAX_OUTPUT_CHARS = 16000
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def shorten(line, term):
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    at = max(0, line.find(term) - MAX_LINE_CHARS // 3)
+    piece = line[at : at + MAX_LINE_CHARS]
+    return "%s%s... [line of %d characters]" % ("..." if at else "", piece, len(line))
+
+
+def emit(text):
+    """Printable UTF-8 whatever the sandbox's locale; control characters shown as \\xNN; capped."""
+    text = CONTROL.sub(lambda m: "\\x%02x" % ord(m.group(0)), text)
+    if len(text) > MAX_OUTPUT_CHARS:
+        text = text[:MAX_OUTPUT_CHARS] + "\n<response clipped: narrow the search>"
+    out = getattr(sys.stdout, "buffer", None)
+    if out is None:
+        sys.stdout.write(text + "\n")
+    else:
+        out.write((text + "\n").encode("utf-8", "replace"))
+        out.flush()
 
 
 def search_file(term, path):
@@ -22,7 +48,7 @@ def search_file(term, path):
     hits = [(i, line) for i, line in enumerate(text.split("\n"), 1) if term in line]
     if not hits:
         return 'No matches found for "%s" in %s' % (term, path)
-    shown = "\n".join("%d:%s" % (i, line) for i, line in hits[:MAX_LINES])
+    shown = "\n".join("%d:%s" % (i, shorten(line, term)) for i, line in hits[:MAX_LINES])
     more = (
         "" if len(hits) <= MAX_LINES else "\n[... %d more matching lines not shown]" % (len(hits) - MAX_LINES)
     )
@@ -71,15 +97,15 @@ def main(argv=None):
     parser.add_argument("--path", default=".")
     args = parser.parse_args(argv)
     if not args.search_term:
-        print("ERROR: search_term must not be empty.")
+        emit("ERROR: search_term must not be empty.")
         return 1
     if not os.path.exists(args.path):
-        print("ERROR: The path %s does not exist." % args.path)
+        emit("ERROR: The path %s does not exist." % args.path)
         return 1
     if os.path.isdir(args.path):
-        print(search_dir(args.search_term, args.path))
+        emit(search_dir(args.search_term, args.path))
     else:
-        print(search_file(args.search_term, args.path))
+        emit(search_file(args.search_term, args.path))
     return 0
 
 
