@@ -4,6 +4,12 @@ A throwaway index (a copy of the repo's) collects the working tree with `git add
 history stay untouched and commits made by the agent are still diffed against the base commit. The patch is written
 to a file; small ones come back base64-encoded in the same exec, big ones are read back as bytes, so a patch is never
 clipped by exec's output cap.
+
+The sandbox belongs to the agent, so nothing of its git setup may steer the diff: git runs under `env -i` (no
+exported GIT_DIR / GIT_INDEX_FILE / GIT_CONFIG_* / GIT_EXTERNAL_DIFF of the agent's shell), without system or
+global config, and every repository setting that changes the format is overridden on the command line (prefixes,
+quoting, renames, external diff and textconv drivers, relative mode, colour, line endings). Bytecode (`*.pyc`,
+`*.pyo`, `__pycache__/`) is never part of a patch: the grader removes any that a patch carries.
 """
 
 from __future__ import annotations
@@ -18,24 +24,44 @@ from sandboxes.base import SandboxError
 
 INLINE_MAX = 48_000  # bytes; base64 of it stays well under exec output caps (100 KB by default)
 INLINE_MARK = "SWE_RL_PATCH_INLINE"
+BYTECODE_EXCLUDES = ("*.pyc", "*.pyo", "__pycache__")
+# git in a clean environment: nothing the agent exported or configured globally reaches it
+_GIT_ENV = (
+    "env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/nonexistent LC_ALL=C "
+)
+_GIT_ENV += "GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null"
+_GIT_CFG = " ".join(f"-c {kv}" for kv in (
+    "core.fsmonitor=false", "core.hooksPath=/dev/null", "core.quotepath=off", "core.autocrlf=false",
+    "core.safecrlf=false", "core.attributesFile=/dev/null", "core.excludesFile=/dev/null", "diff.noprefix=false",
+    "diff.mnemonicPrefix=false", "diff.relative=false", "diff.external=", "diff.renames=false",
+    "diff.suppressBlankEmpty=false", "diff.context=3", "diff.interHunkContext=0", "diff.orderFile=/dev/null",
+    "diff.srcPrefix=a/", "diff.dstPrefix=b/", "color.ui=false",
+))  # fmt: skip
+_DIFF_FLAGS = (
+    "--cached --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames "
+    "--src-prefix=a/ --dst-prefix=b/ -U3"
+)
 
 
 def patch_command(
     repo_dir: str, base_commit: str, exclude: list[str], index_file: str, patch_file: str
 ) -> str:
     q = shlex.quote
-    specs = " ".join(q(f":(exclude,glob)**/{p}") for p in exclude)
+    specs = " ".join(q(f":(exclude,glob)**/{p}") for p in [*exclude, *BYTECODE_EXCLUDES])
+    git = f"{_GIT_ENV} GIT_INDEX_FILE={index_file} git {_GIT_CFG}"
     return (
         f"(cd {q(repo_dir)} && rm -f {index_file} && "
-        f'(cp -p "$(git rev-parse --git-path index)" {index_file} 2>/dev/null || true) && '
-        f"GIT_INDEX_FILE={index_file} git add -A -- . {specs} && "
-        f"GIT_INDEX_FILE={index_file} git diff --cached --binary --no-color --no-ext-diff {q(base_commit)} "
+        f'(cp -p "$({_GIT_ENV} git {_GIT_CFG} rev-parse --git-path index)" {index_file} 2>/dev/null || true) && '
+        f"{git} add -A -- . {specs} && "
+        f"{git} diff {_DIFF_FLAGS} {q(base_commit)} -- "
         f"> {patch_file}; rc=$?; rm -f {index_file}; [ $rc -eq 0 ])"  # subshell: the persistent shell keeps its cwd
     )
 
 
 async def base_commit_of(sandbox: Any, repo_dir: str, timeout: float) -> str:
-    res = await sandbox.exec(f"git -C {shlex.quote(repo_dir)} rev-parse HEAD", timeout=timeout)
+    res = await sandbox.exec(
+        f"{_GIT_ENV} git {_GIT_CFG} -C {shlex.quote(repo_dir)} rev-parse HEAD", timeout=timeout
+    )
     if res.exit_code != 0:
         raise SandboxError(f"cannot read HEAD of {repo_dir}: {res.output.strip()[:300]}")
     return res.output.strip().splitlines()[-1]

@@ -30,8 +30,9 @@ from sandboxes.base import (
     SandboxStartError,
     SandboxTimeoutError,
 )
-from swe_rl.tasks import trusted_check
-from swe_rl.tasks.integrity import harness_paths, log_violations, patched_paths, restore_script
+from swe_rl.tasks import guard, trusted_check
+from swe_rl.tasks.integrity import patched_paths
+from swe_rl.tasks.integrity_log import is_pytest_run, log_violations, test_section
 from swe_rl.tasks.reward import RewardResult, label_suspicious
 from swe_rl.tasks.task import Task
 
@@ -44,7 +45,6 @@ EVAL_FILE = "/eval.sh"
 EVAL_OUTPUT = (
     "/tmp/swe_rl_eval_output"  # + a random suffix: the full log, read back as a file (exec output is capped)
 )
-GOLD_FILE = "/tmp/swe_rl_gold.diff"  # the gold patch, when its hunks for test-harness files are re-applied
 LOG_KEEP = 200_000  # characters of test output kept in RewardResult.log (head + tail)
 EVAL_TIMEOUT = 1800.0  # seconds; swebench's default --timeout
 
@@ -155,28 +155,31 @@ def _no_exit_status(res: ExecResult, log: str) -> None:
         raise _Interrupted(log)
 
 
-async def restore_harness(sb: Sandbox, task: Task, patch: str) -> list[str]:
-    """Reset the test-harness files the patch touches to base + gold (swe_rl.tasks.integrity); the paths."""
-    paths = harness_paths(patch)
-    if not paths:
-        return []
-    gold_paths = [p for p in patched_paths(task.patch) if p in paths]
-    if gold_paths:
-        await sb.write_file(GOLD_FILE, task.patch)
-    script = restore_script(paths, task.base_commit or "HEAD", GOLD_FILE, gold_paths)
-    res = await sb.exec(script, cwd=WORKDIR, timeout=300)
-    _no_exit_status(res, res.output)
-    if res.exit_code != 0:
-        raise SandboxError(f"could not restore the test harness files {sorted(paths)}: {res.output[-500:]}")
-    return sorted(paths)
+async def restore_harness(sb: Sandbox, task: Task, g: guard.Guard) -> dict[str, Any]:
+    """Reset the test-harness files the applied patch touched (read from the tree, swe_rl.tasks.integrity) to
+    base + gold; the `integrity` findings so far (restored paths, bytecode, writes inside .git)."""
+    changes, restored, bytecode = await guard.restore_after_patch(sb, task, g)
+    out: dict[str, Any] = {
+        "harness_restored": restored,
+        "bytecode": bytecode,
+        "git_dir": list(changes.git_dir),
+    }
+    out["violations"] = (
+        [f"the patch wrote inside .git: {list(changes.git_dir)[:5]}"] if changes.git_dir else []
+    )
+    return out
 
 
-async def _run_eval(sb: Sandbox, task: Task, timeout: float, prefix: str = "") -> tuple[str, bool]:
-    """Run the eval script (`prefix`: shell assignments for it, e.g. the trusted check's); (log, timed out)."""
+async def _run_eval(
+    sb: Sandbox, task: Task, timeout: float, prefix: str = "", g: guard.Guard | None = None
+) -> tuple[str, bool]:
+    """Run the eval script (`prefix`: shell assignments for it, e.g. the trusted check's; `g`: the integrity
+    guard's environment and exit-code file); (log, timed out)."""
     from swebench.harness.utils import make_test_spec
 
     spec = make_test_spec(instance_dict(task))
-    await sb.write_file(EVAL_FILE, spec.eval_script)
+    await sb.write_file(EVAL_FILE, g.eval_script(spec.eval_script) if g else spec.eval_script)
+    prefix = (g.env if g else "") + prefix
     # to a file, read back whole: exec output is capped (head + tail) and the parser needs every result line;
     # a fresh name per run, so that no patch can know in advance where to write a fake log
     out = f"{EVAL_OUTPUT}_{secrets.token_hex(8)}.txt"
@@ -251,14 +254,16 @@ async def _grade_once(
     try:
         async with sandbox_factory(task) as sb:
             await prepare_sandbox(sb, task)
+            g = await guard.before_patch(sb, task)
             applied, apply_log = (True, "") if not patch.strip() else await _apply_patch(sb, patch)
             if not applied:
                 tests = {"patch_exists": True, "patch_successfully_applied": False, "resolved": False}
                 return RewardResult(0.0, False, tests, _cap(apply_log), None)
-            restored = await restore_harness(sb, task, patch)
+            integrity = await restore_harness(sb, task, g)
             check = await trusted_check.install(sb, WORKDIR)
-            log, timed_out = await _run_eval(sb, task, timeout, check.prefix)
+            log, timed_out = await _run_eval(sb, task, timeout, check.prefix, g)
             trusted = await trusted_check.collect(sb, check, log)
+            log, record = await g.read_back(sb, log)
     except SandboxStartError as e:
         missing = await _image_missing(task)
         return _infra("image_missing" if missing else "sandbox_start_failed", str(e))
@@ -281,13 +286,22 @@ async def _grade_once(
     report["empty_patch"] = not patch.strip()
     if report.get("infra_failure"):
         return _infra(f"environment:{report.get('infra_failure_reason', 'unknown')}", log, report)
-    violations = log_violations(log, task.log_parser)
-    report["integrity"] = {"harness_restored": restored, "violations": violations}
-    if violations:  # the log does not describe the run that happened: never a reward
+    integrity["violations"] += _log_violations(task, log, record)
+    report["integrity"] = integrity
+    if integrity["violations"]:  # the log does not describe the run that happened: never a reward
         report["resolved"] = False
     resolved = bool(report["resolved"])
     result = RewardResult(1.0 if resolved else 0.0, resolved, report, _cap(log), None)
     return label_suspicious(result, patch, trusted)  # detected, not prevented: the reward policy decides
+
+
+def _log_violations(task: Task, log: str, record: dict[str, str] | None) -> list[str]:
+    """swe_rl.tasks.integrity_log's checks for this task: its graded tests, pytest's record when it is a pytest run."""
+    from swebench.harness.utils import make_test_spec
+
+    required = is_pytest_run(task.log_parser, test_section(make_test_spec(instance_dict(task)).eval_script))
+    graded = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
+    return log_violations(log, task.log_parser, graded, record, record_required=required)
 
 
 def grade_sync(task: Task, patch: str | None, sandbox_factory: SandboxFactory, **kw: Any) -> RewardResult:

@@ -1,23 +1,27 @@
-"""Grader integrity: judge what the tests really did, not what a patch-supplied plugin or printout claims.
+"""Grader integrity, tree side: which test-harness files the applied patch touched, and putting them back.
 
-Two guards, shared by every place a reward is computed (swe_rl.tasks.grading.grade, hence `swe-rl grade`, the
-evaluation harness, rollouts and the OpenRLHF executor; the built-in trainer's CachedGrader calls them too):
+Shared by every place a reward is computed (swe_rl.tasks.grading.grade, hence `swe-rl grade`, the evaluation
+harness, rollouts, the OpenRLHF executor and the gateway's external agents; the built-in trainer's CachedGrader
+calls the same functions). The log side (what the outer pytest session reported) is swe_rl.tasks.integrity_log.
 
-1. Trusted test harness. SWE-bench's eval script already resets the files of the test patch to the base commit
-   before applying it, so edits to the tests themselves never count. We extend that to the files that steer pytest
-   without being tests: every `conftest.py`, pytest configuration (pytest.ini, .pytest.ini, tox.ini, setup.cfg,
-   pyproject.toml), new `sitecustomize`/`usercustomize`/`.pth` files, and new top-level modules that shadow pytest,
-   its dependencies or the standard library (`python -m pytest` puts the repo root first on sys.path). Where the
-   agent's patch touches one, the file is reset to the base commit *plus the gold patch's change to it*, i.e. to
-   what the task's own fix makes of it: the gold patch is graded exactly as the official harness grades it, and
-   every other patch is judged with the task's harness. The reset paths are reported (`harness_restored`).
-2. Log consistency. After the run the log must hold exactly one start and one end marker, no test may be
-   reported with two different statuses (a plugin or an atexit hook printing "PASSED ..." after the real result),
-   and pytest's own summary must count at least as many passed tests as the log lists. A violation makes the
-   result unresolved (reward 0) with the violations listed (`violations`).
+1. Touched paths come from the tree, never from the patch text: the grader lists every file of /testbed (type,
+   size, mtime) with `find` before and after the patch is applied and compares the two lists (`comm`), so no
+   spelling of a patch (quoted paths, no or mnemonic prefixes, renames, plain `---/+++` diffs) and no git
+   configuration changes what is seen. Only `.git/objects`, `.git/logs` and `.git/index` are left out (the apply
+   chain's `--3way` writes there); any other write inside `.git` is reported (`git_dir`) and makes the result
+   unresolved. Every git command the grader runs afterwards ignores system/global config, hooks and fsmonitor.
+2. Harness files the patch touched are reset to the base commit *plus the gold patch's change to them*: every
+   `conftest.py`, pytest configuration (pytest.ini, .pytest.ini, tox.ini, setup.cfg, pyproject.toml), new
+   `sitecustomize`/`usercustomize`/`.pth`/`.egg-link` files, packaging metadata (`*.dist-info`, `*.egg-info`,
+   `*.egg`: an entry point in the `pytest11` group is a plugin pytest loads without a conftest), and new top-level
+   modules (at the root or under `src/`) that shadow a module of the image: its standard library and every
+   installed distribution, probed inside the image (swe_rl.tasks.shadow), minus the repo's own top-level names.
+3. Bytecode: every `.pyc`/`.pyo` or `__pycache__` file the patch added or changed is removed (reset, if the base
+   commit tracks it) and reported (`bytecode`); the test run itself reads bytecode from a cache outside the tree
+   (PYTHONPYCACHEPREFIX, set by the grader), and patches are written without bytecode (swe_rl.agent.patch).
 
-Not covered: code under test (the agent's fix itself) runs inside the pytest process and can, with enough effort,
-patch pytest at import time or rewrite the whole log consistently; see sandboxes/README.md, "Integrity".
+Findings go to `tests["integrity"]`: `harness_restored` (paths reset), `bytecode`, `git_dir` (structured, for the
+suspicious label and the metrics built on top) and `violations` (each makes the result unresolved).
 """
 
 from __future__ import annotations
@@ -29,16 +33,114 @@ import sys
 from typing import Any
 
 CONFIG_FILES = frozenset({"pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"})
-# `test` is the standard library's regression-test package but also many repos' test folder: pytest never imports it
-_SHADOWED = (frozenset(sys.stdlib_module_names) - {"test"}) | {
+METADATA_SUFFIXES = (".dist-info", ".egg-info", ".egg")
+# Fallback shadow set when the image could not be probed. `test` is the standard library's regression-test package
+# but also many repos' test folder: pytest never imports it.
+DEFAULT_SHADOW = (frozenset(sys.stdlib_module_names) - {"test"}) | {
     "pytest", "_pytest", "pluggy", "py", "iniconfig", "packaging", "exceptiongroup", "tomli", "colorama",
-    "xdist", "pytest_xdist", "hypothesis", "coverage", "pytest_cov", "sitecustomize", "usercustomize",
+    "xdist", "pytest_xdist", "hypothesis", "coverage", "pytest_cov", "sitecustomize", "usercustomize", "attr",
+    "attrs",
 }  # fmt: skip
+# git as the grader runs it inside a sandbox: no system/global config, no hooks, no fsmonitor, stable quoting
+GIT = (
+    "env GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -c core.fsmonitor=false "
+    "-c core.hooksPath=/dev/null -c core.quotepath=off"
+)
+_IGNORED_GIT = ("./.git/objects", "./.git/logs", "./.git/index")
 _DIFF_PATH = re.compile(r"^diff --git a/(.+?) b/(.+)$", re.M)
+TOPS_MARK = b"\0--swe-rl-base-tops--\0"
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeChanges:
+    """What applying the patch changed in the tree, as the grader saw it (see the module docstring)."""
+
+    touched: tuple[str, ...]  # every repo path added, removed or changed (outside .git)
+    git_dir: tuple[str, ...]  # paths inside .git the patch wrote (never legitimate)
+    base_tops: frozenset[str]  # top-level module names of the base commit (root and src/): the repo's own
+
+
+def snapshot_cmd(dest: str) -> str:
+    """Shell (run in the repo) writing every non-directory path with its type, size and mtime, sorted, to dest."""
+    prune = " -o ".join(f"-path {p}" for p in _IGNORED_GIT)
+    return f"find . \\( {prune} \\) -prune -o ! -type d -printf '%y %s %T@ %P\\0' | LC_ALL=C sort -z > {dest}"
+
+
+def changes_cmd(before: str, after: str, base: str, dest: str) -> str:
+    """Shell (run in the repo after the patch): the records that differ between the two snapshots, then the base
+    commit's top-level names (root and src/), into dest; parse it with `parse_changes`."""
+    b = shlex.quote(base)
+    return (
+        f"{snapshot_cmd(after)} && {{ LC_ALL=C comm -z -3 {before} {after}; printf '\\0--swe-rl-base-tops--\\0'; "
+        f"{GIT} ls-tree -z --name-only {b}; {GIT} ls-tree -z --name-only {b}:src 2>/dev/null; true; }} > {dest}"
+    )
+
+
+def parse_changes(raw: bytes) -> TreeChanges:
+    """The TreeChanges of a `changes_cmd` output."""
+    records, _, tops = raw.partition(TOPS_MARK)
+    paths: dict[str, None] = {}
+    for rec in records.decode("utf-8", errors="surrogateescape").split("\0"):
+        fields = rec.lstrip("\t").split(" ", 3)
+        if len(fields) == 4:
+            paths.setdefault(fields[3])
+    inside = tuple(p for p in paths if p == ".git" or p.startswith(".git/"))
+    touched = tuple(p for p in paths if p not in inside)
+    names = (n.decode("utf-8", errors="surrogateescape") for n in tops.split(b"\0") if n)
+    return TreeChanges(touched, inside, frozenset(_module_name(n) for n in names))
+
+
+def _module_name(name: str) -> str:
+    return name.split(".")[0] if name.endswith((".py", ".so", ".pyd", ".pyc")) else name
+
+
+def is_bytecode(path: str) -> bool:
+    return path.endswith((".pyc", ".pyo")) or "__pycache__" in path.split("/")
+
+
+def _top_module(parts: list[str]) -> str:
+    """The importable top-level name a path defines at the repo root or under src/ ('' if none)."""
+    if parts[0] == "src" and len(parts) > 1:
+        parts = parts[1:]
+    return _module_name(parts[0]) if len(parts) == 1 else parts[0]
+
+
+def harness_kind(
+    path: str, shadow: frozenset[str] = DEFAULT_SHADOW, base_tops: frozenset[str] = frozenset()
+) -> str | None:
+    """'revert' (reset to base + gold), 'remove_if_new' (delete unless it exists at base), 'bytecode' (reset
+    to base or delete) or None."""
+    parts = path.split("/")
+    name = parts[-1]
+    if name == "conftest.py" or name in CONFIG_FILES:
+        return "revert"
+    if is_bytecode(path):
+        return "bytecode"
+    if name in ("sitecustomize.py", "usercustomize.py") or name.endswith((".pth", ".egg-link")):
+        return "remove_if_new"
+    if any(p.endswith(METADATA_SUFFIXES) for p in parts):
+        return "remove_if_new"
+    top = _top_module(parts)
+    return "remove_if_new" if top and top in shadow and top not in base_tops else None
+
+
+def classify(
+    paths: list[str] | tuple[str, ...],
+    shadow: frozenset[str] = DEFAULT_SHADOW,
+    base_tops: frozenset[str] = frozenset(),
+) -> dict[str, str]:
+    """The test-harness paths among `paths` -> how they are restored (harness_kind)."""
+    out = {}
+    for p in paths:
+        kind = harness_kind(p, shadow, base_tops)
+        if kind:
+            out[p] = kind
+    return out
 
 
 def patched_paths(patch: str | None) -> list[str]:
-    """Every repo path a unified git diff touches (both sides of renames), in order."""
+    """Repo paths named by a patch's `diff --git` headers. For the test patch and the gold patch (trusted text)
+    only: what an agent's patch touched is read from the tree (TreeChanges)."""
     seen: dict[str, None] = {}
     for a, b in _DIFF_PATH.findall(patch or ""):
         seen.setdefault(a)
@@ -46,28 +148,9 @@ def patched_paths(patch: str | None) -> list[str]:
     return list(seen)
 
 
-def harness_kind(path: str) -> str | None:
-    """'revert' (reset to base + gold), 'remove_if_new' (delete unless it exists at base) or None."""
-    parts = path.split("/")
-    name = parts[-1]
-    if name == "conftest.py" or name in CONFIG_FILES:
-        return "revert"
-    if name in ("sitecustomize.py", "usercustomize.py") or name.endswith(".pth"):
-        return "remove_if_new"
-    top = (
-        parts[0][:-3] if len(parts) == 1 and parts[0].endswith(".py") else parts[0] if len(parts) > 1 else ""
-    )
-    return "remove_if_new" if top in _SHADOWED else None
-
-
 def harness_paths(patch: str | None) -> dict[str, str]:
-    """The test-harness paths a patch touches -> how they are restored (harness_kind)."""
-    out = {}
-    for p in patched_paths(patch):
-        kind = harness_kind(p)
-        if kind:
-            out[p] = kind
-    return out
+    """The harness paths a (trusted) patch text names; the grader itself classifies TreeChanges.touched."""
+    return classify(patched_paths(patch))
 
 
 def restore_script(paths: dict[str, str], base: str, gold_file: str | None, gold_paths: list[str]) -> str:
@@ -77,57 +160,16 @@ def restore_script(paths: dict[str, str], base: str, gold_file: str | None, gold
     lines = []
     for p, kind in paths.items():
         q = shlex.quote(p)
-        if kind == "revert":
+        if kind in ("revert", "bytecode"):
             lines.append(
-                f"if git cat-file -e {b}:{q} 2>/dev/null; then git checkout -q {b} -- {q}; else rm -f {q}; fi"
+                f"if {GIT} cat-file -e {b}:{q} 2>/dev/null; then {GIT} checkout -q {b} -- {q}; else rm -rf {q}; fi"
             )
         else:
-            lines.append(f"git cat-file -e {b}:{q} 2>/dev/null || rm -f {q}")
+            lines.append(f"{GIT} cat-file -e {b}:{q} 2>/dev/null || rm -rf {q}")
     if gold_file and gold_paths:
         inc = " ".join(f"--include={shlex.quote(p)}" for p in gold_paths)
-        lines.append(f"git apply {inc} {shlex.quote(gold_file)}")
+        lines.append(f"{GIT} apply {inc} {shlex.quote(gold_file)}")
     return "\n".join(lines) + "\n"
-
-
-_SUMMARY = re.compile(
-    r"^=+ (.*\b(?:passed|failed|error|errors|skipped|xfailed|xpassed)\b.*) in [\d.]+s", re.M
-)
-
-
-def log_violations(log: str, parser_name: str) -> list[str]:
-    """Signs that the test log does not describe the run that happened (see the module docstring)."""
-    from swebench.harness.constants import END_TEST_OUTPUT, START_TEST_OUTPUT
-    from swebench.harness.log_parsers import PARSER_REGISTRY
-
-    out = []
-    for marker in (START_TEST_OUTPUT, END_TEST_OUTPUT):
-        if log.count(marker) > 1:
-            out.append(f"marker {marker!r} appears {log.count(marker)} times")
-    section = log.split(START_TEST_OUTPUT, 1)[-1].split(END_TEST_OUTPUT, 1)[0]
-    parser = PARSER_REGISTRY.get(parser_name)
-    statuses: dict[str, set[str]] = {}
-    for line in section.splitlines() if parser else []:
-        try:
-            parsed = parser(line, None)  # type: ignore[misc]
-        except Exception:  # a stateful parser that needs the whole log: no per-line check
-            continue
-        for test, status in parsed.items():
-            statuses.setdefault(test, set()).add(status)
-    both = sorted(t for t, s in statuses.items() if len(s) > 1)
-    if both:
-        out.append(f"tests reported with conflicting statuses: {both[:5]}")
-    if parser_name.startswith("parse_log_pytest"):
-        listed = sum(1 for s in statuses.values() if s == {"PASSED"})
-        summaries = _SUMMARY.findall(section)
-        counted = _count(summaries[-1], "passed") if summaries else None
-        if counted is not None and listed > counted:
-            out.append(f"{listed} tests listed as PASSED but pytest's summary counts {counted} passed")
-    return out
-
-
-def _count(summary: str, word: str) -> int:
-    m = re.search(rf"(\d+) {word}\b", summary)
-    return int(m.group(1)) if m else 0
 
 
 def untrusted_harness_paths(patch: str | None, gold: str | None) -> list[str]:
@@ -146,3 +188,7 @@ def check_official(result: Any, task: Any, patch: str | None) -> Any:
     tests = dict(result.tests, resolved=False)
     tests["integrity"] = {"untrusted_harness_files": untrusted, "official_resolved": True}
     return dataclasses.replace(result, reward=0.0, resolved=False, tests=tests)
+
+
+# the log side lives in integrity_log; re-exported for the callers that import it from here
+from swe_rl.tasks.integrity_log import log_violations as log_violations  # noqa: E402

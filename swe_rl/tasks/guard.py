@@ -1,0 +1,137 @@
+"""The sandbox side of the grader's integrity guards (swe_rl.tasks.integrity, swe_rl.tasks.integrity_log), in the
+order grading runs them:
+
+    g = await before_patch(sb, task)      # snapshot of the pristine tree; the image's shadow set (cached)
+    ...apply the patch...
+    changes, restored, bytecode = await restore_after_patch(sb, task, g)   # harness files back to base + gold
+    script = g.eval_script(spec.eval_script)   # + the eval script's own exit code to a file outside /testbed
+    sb.exec(f"{g.env} ... /bin/bash /eval.sh > out")   # no bytecode from the tree; pytest's record of the session
+    log, record = await g.read_back(sb, log)   # trusted exit code in the log; junit outcomes (or None)
+
+Every per-grading file lives under /tmp with a fresh nonce, outside the repository.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass
+
+from sandboxes.base import Sandbox, SandboxError
+from swe_rl.tasks import shadow
+from swe_rl.tasks.integrity import (
+    TreeChanges,
+    changes_cmd,
+    classify,
+    parse_changes,
+    restore_script,
+    snapshot_cmd,
+)
+from swe_rl.tasks.integrity_log import RECORD_MAX, junit_outcomes, trusted_log
+from swe_rl.tasks.task import Task
+
+WORKDIR = "/testbed"
+GOLD_FILE = "/tmp/swe_rl_gold.diff"  # the gold patch, when its hunks for test-harness files are re-applied
+_EXIT_ECHO = 'echo ">>>>> Test Exit Code: $SWEBENCH_TEST_EXIT_CODE"'  # swebench's record_test_exit_code line
+
+
+@dataclass(frozen=True)
+class Guard:
+    """One grading's guard state: the nonce of its files and the image's shadow set."""
+
+    nonce: str
+    shadow: frozenset[str]
+
+    def path(self, what: str) -> str:
+        return f"/tmp/.swe_rl_guard_{self.nonce}_{what}"
+
+    @property
+    def env(self) -> str:
+        """Shell exports for the eval script: bytecode cache outside the tree, pytest's junit record of the
+        outer session (kept: the image's own PYTEST_ADDOPTS)."""
+        junit = self.path("junit") + "/junit.xml"
+        return (
+            f"export PYTHONPYCACHEPREFIX={self.path('pycache')}; "
+            f'export PYTEST_ADDOPTS="--junitxml={junit} ${{PYTEST_ADDOPTS:-}}"; '
+        )
+
+    def eval_script(self, script: str) -> str:
+        """swebench's eval script, also writing the test command's exit status to a file outside /testbed."""
+        rc = f"printf '%s\\n' \"$SWEBENCH_TEST_EXIT_CODE\" > {self.path('rc')}"
+        return script.replace(_EXIT_ECHO, f"{_EXIT_ECHO}\n{rc}", 1)
+
+    async def read_back(self, sb: Sandbox, log: str) -> tuple[str, dict[str, str] | None]:
+        """(the log with the eval script's own exit code, pytest's record of the session or None)."""
+        rc, junit, out = self.path("rc"), self.path("junit") + "/junit.xml", self.path("record")
+        cmd = (
+            f"{{ cat {rc} 2>/dev/null; printf '\\0'; [ -f {junit} ] && {{ printf J; head -c {RECORD_MAX} {junit}; }};"
+            f" true; }} > {out}"
+        )
+        await sb.exec(cmd, timeout=120)
+        try:
+            raw = (await sb.read_file(out)).decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return log, None
+        code_text, _, junit_text = raw.partition("\0")
+        code = int(code_text.strip()) if code_text.strip().lstrip("-").isdigit() else None
+        record = junit_outcomes(junit_text[1:]) if junit_text.startswith("J") else None
+        return trusted_log(log, code), record
+
+
+async def _exec_ok(sb: Sandbox, cmd: str, what: str) -> None:
+    res = await sb.exec(cmd, cwd=WORKDIR, timeout=300)
+    if res.exit_code < 0:  # no exit status: the grading shell died (grading's eval_interrupted)
+        from swe_rl.tasks.grading import _Interrupted
+
+        raise _Interrupted(res.output)
+    if res.exit_code != 0:
+        raise SandboxError(f"{what}: {res.output[-500:]}")
+
+
+async def before_patch(sb: Sandbox, task: Task) -> Guard:
+    """Snapshot the tree before the patch; probe the image's shadow set when it is not cached (the pristine
+    sandbox: nothing of the patch has run)."""
+    g = Guard(secrets.token_hex(8), frozenset())
+    key = await asyncio.to_thread(shadow.image_key, task.image)
+    names = shadow.cached(key)
+    cmd = snapshot_cmd(g.path("before"))
+    if names is None:
+        cmd += " && " + shadow.probe_cmd(g.path("shadow"))
+    await _exec_ok(sb, cmd, "could not list the tree before the patch")
+    if names is None:
+        names = shadow.parse_probe((await sb.read_file(g.path("shadow"))).decode(errors="replace"))
+        shadow.store(key, names)
+    return Guard(g.nonce, names)
+
+
+async def tree_changes(sb: Sandbox, task: Task, g: Guard) -> TreeChanges:
+    """What the applied patch changed in the tree (compared with the snapshot before it)."""
+    base = task.base_commit or "HEAD"
+    await _exec_ok(
+        sb, changes_cmd(g.path("before"), g.path("after"), base, g.path("changes")), "could not list the tree"
+    )
+    return parse_changes(await sb.read_file(g.path("changes")))
+
+
+async def restore_after_patch(sb: Sandbox, task: Task, g: Guard) -> tuple[TreeChanges, list[str], list[str]]:
+    """Reset the harness files the patch touched to base + gold; (changes, restored paths, bytecode paths)."""
+    from swe_rl.tasks.integrity import patched_paths
+
+    changes = await tree_changes(sb, task, g)
+    paths = classify(changes.touched, g.shadow, changes.base_tops)
+    if not paths:
+        return changes, [], []
+    gold_paths = [p for p in patched_paths(task.patch) if p in paths]
+    if gold_paths:
+        await sb.write_file(GOLD_FILE, task.patch)
+    script = restore_script(paths, task.base_commit or "HEAD", GOLD_FILE, gold_paths)
+    await _exec_ok(sb, script, f"could not restore the test harness files {sorted(paths)[:20]}")
+    bytecode = sorted(p for p, k in paths.items() if k == "bytecode")
+    return changes, sorted(paths), bytecode
+
+
+def test_command(eval_script: str) -> str:
+    """The eval script's lines between its output markers (the test command)."""
+    from swe_rl.tasks.integrity_log import test_section
+
+    return test_section(eval_script)

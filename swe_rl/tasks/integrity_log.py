@@ -1,0 +1,175 @@
+"""Grader integrity, log side: judge only what the outer test session reported for the tests the task grades.
+
+The test process can print anything (an `atexit` hook writing PASSED lines and a fake exit-code line after
+pytest's summary, or writing straight into the log and exiting), and test suites that test test-runners print
+inner sessions' result lines (pytest's own suite: issue 22). So:
+
+- Lines are split exactly as swebench's parsers split them (`str.split("\n")`, not `splitlines`).
+- The exit code is the one the eval script wrote to a per-grading file outside /testbed after the test command
+  returned (`trusted_log`): every `>>>>> Test Exit Code` line of the log is dropped and that one appended.
+- pytest runs (a pytest-family parser and a pytest command in the eval script) also write pytest's own record of
+  the outer session (`--junitxml` to a per-grading path outside /testbed, set by the grader through
+  PYTEST_ADDOPTS, which pytester's inner sessions drop). Every graded test the log counts as passed or skipped
+  must have that outcome in the record; a run whose record is missing (cut short, or its environment replaced)
+  is unresolved. Inner sessions' lines are then harmless: only the graded tests' outer results are compared.
+- Without a record (other runners): no graded test may be reported with two statuses, and pytest's last summary
+  must count at least as many passed tests as the log lists among the graded ones.
+Each violation makes the result unresolved.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from swebench.harness.constants import END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE
+
+_SUMMARY = re.compile(
+    r"^=+ (.*\b(?:passed|failed|error|errors|skipped|xfailed|xpassed)\b.*) in [\d.]+s", re.M
+)
+_EXIT_LINE = re.compile(rf"^.*{re.escape(TEST_EXIT_CODE)}.*$\n?", re.M)
+_PASSING, _SKIPPED = frozenset({"PASSED", "XFAIL"}), frozenset({"SKIPPED"})
+RECORD_MAX = 20_000_000  # bytes of the junit record read back
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as swebench's parsers see them."""
+    return text.split("\n")
+
+
+def test_section(log: str) -> str:
+    """The slice swebench parses: after the first start marker, before the next end marker."""
+    return log.split(START_TEST_OUTPUT, 1)[-1].split(END_TEST_OUTPUT, 1)[0]
+
+
+def trusted_log(log: str, exit_code: int | None) -> str:
+    """The log with every exit-code line removed and the eval script's own one (from its file) appended."""
+    if exit_code is None:
+        return log
+    return _EXIT_LINE.sub("", log).rstrip("\n") + f"\n{TEST_EXIT_CODE}: {exit_code}\n"
+
+
+def is_pytest_run(parser_name: str, test_command: str) -> bool:
+    """Whether the outer session is pytest and writes our record (tox and friends filter the environment)."""
+    return (
+        parser_name.startswith("parse_log_pytest") and "pytest" in test_command and "tox" not in test_command
+    )
+
+
+def junit_outcomes(xml_text: str) -> dict[str, str] | None:
+    """pytest's --junitxml record -> {"dotted.module.Class.test[id]": status}; None when it does not parse."""
+    try:
+        root = ET.fromstring(xml_text)
+    except ET.ParseError:
+        return None
+    rank = {"PASSED": 0, "XFAIL": 1, "SKIPPED": 2, "FAILED": 3, "ERROR": 4}
+    out: dict[str, str] = {}
+    for tc in root.iter("testcase"):
+        key = ".".join(x for x in (tc.get("classname", ""), tc.get("name", "")) if x)
+        status = "PASSED"
+        if tc.find("error") is not None:
+            status = "ERROR"
+        elif tc.find("failure") is not None:
+            status = "FAILED"
+        elif (sk := tc.find("skipped")) is not None:
+            status = "XFAIL" if sk.get("type") == "pytest.xfail" else "SKIPPED"
+        if rank[status] >= rank.get(out.get(key, "PASSED"), 0):  # call passed, teardown errored: worst wins
+            out[key] = status
+    return out
+
+
+def nodeid_key(nodeid: str) -> str:
+    """A pytest node id as --junitxml names it (classname + "." + name)."""
+    path, *rest = nodeid.split("::")
+    mod = path[:-3] if path.endswith(".py") else path
+    return ".".join([mod.replace("/", "."), *rest])
+
+
+def _record_status(test: str, record: dict[str, str]) -> str | None:
+    key = nodeid_key(test)
+    if key in record:
+        return record[key]
+    if test.count("[") > test.count("]"):  # swebench's truncated parametrized ids: prefix match
+        hits = [v for k, v in record.items() if k.startswith(key)]
+    else:  # a rootdir below the repo root: the record's names are a suffix of ours
+        hits = [v for k, v in record.items() if key.endswith("." + k) or k.endswith("." + key)]
+    return hits[0] if len(set(hits)) == 1 else None
+
+
+def record_violations(
+    statuses: dict[str, str], graded: list[str], record: dict[str, str] | None
+) -> list[str]:
+    """Graded tests the log counts as passed/skipped whose outer-session outcome (pytest's record) differs."""
+    if record is None:
+        return ["pytest's own record of the test session is missing or unreadable (the run was cut short)"]
+    out = []
+    for test in graded:
+        claimed = statuses.get(test)
+        if claimed is None or claimed not in _PASSING | _SKIPPED:
+            continue
+        actual = _record_status(test, record)
+        group = _PASSING if claimed in _PASSING else _SKIPPED
+        if actual not in group:
+            out.append(
+                f"{test}: the log says {claimed}, pytest's record of the session says {actual or 'nothing'}"
+            )
+    return out[:10]
+
+
+def _line_statuses(section: str, parser: Any) -> dict[str, set[str]]:
+    statuses: dict[str, set[str]] = {}
+    for line in split_lines(section):
+        try:
+            parsed = parser(line, None)
+        except Exception:  # a stateful parser that needs the whole log: no per-line check
+            continue
+        for test, status in parsed.items():
+            statuses.setdefault(test, set()).add(status)
+    return statuses
+
+
+def _count(summary: str, word: str) -> int:
+    m = re.search(rf"(\d+) {word}\b", summary)
+    return int(m.group(1)) if m else 0
+
+
+def log_violations(
+    log: str,
+    parser_name: str,
+    graded: list[str] | None = None,
+    record: dict[str, str] | None = None,
+    *,
+    record_required: bool = False,
+) -> list[str]:
+    """Signs that the test log does not describe the outer session that ran (see the module docstring).
+    `graded`: the task's FAIL_TO_PASS + PASS_TO_PASS (None: every test in the log); `record`: junit_outcomes."""
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    out = []
+    for marker in (START_TEST_OUTPUT, END_TEST_OUTPUT):
+        if log.count(marker) > 1:
+            out.append(f"marker {marker!r} appears {log.count(marker)} times")
+    section = test_section(log)
+    if TEST_EXIT_CODE in section:
+        out.append(
+            "an exit-code line inside the test output (the eval script writes its own after the tests)"
+        )
+    parser = PARSER_REGISTRY.get(parser_name)
+    if parser is None:
+        return out
+    if record_required or record is not None:
+        statuses = parser(section, None) or parser(log, None)  # swebench's own fallback to the whole log
+        return out + record_violations(statuses, graded or sorted(statuses), record)
+    lines = _line_statuses(section, parser)
+    keep = set(graded) if graded is not None else set(lines)
+    both = sorted(t for t, s in lines.items() if len(s) > 1 and t in keep)
+    if both:
+        out.append(f"tests reported with conflicting statuses: {both[:5]}")
+    if parser_name.startswith("parse_log_pytest"):
+        listed = sum(1 for t, s in lines.items() if s == {"PASSED"} and t in keep)
+        summaries = _SUMMARY.findall(section)
+        counted = _count(summaries[-1], "passed") if summaries else None
+        if counted is not None and listed > counted:
+            out.append(f"{listed} tests listed as PASSED but pytest's summary counts {counted} passed")
+    return out
