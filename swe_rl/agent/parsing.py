@@ -2,9 +2,14 @@
 
 XML:    <function=NAME><parameter=KEY>VALUE</parameter>...</function>
 Hermes: <tool_call>{"name": NAME, "arguments": {...}}</tool_call>   (Qwen3-Coder's XML body inside is accepted)
-The first call counts; later ones are counted (`n_calls`) and ignored. A `<think>...</think>` block is skipped.
-Parameter values are raw text up to `</parameter>` (so they may contain `<function=`); one newline right after
-the opening tag and one right before the closing tag are dropped, indentation is kept. Anything wrong raises
+The first call counts; later ones are counted (`n_calls`) and ignored. Reasoning is never acted on
+(`split_reasoning`): a reply that opens `<think>` ends its reasoning at the FIRST `</think>` (so `</think>` inside a
+later argument is data), a reply that never closes it was cut while thinking and has no action (as rLLM treats it),
+and a call drafted inside the reasoning is not run. Parameter values are raw text up to `</parameter>` (so they may
+contain `<function=`); one newline right after the opening tag and one right before the closing tag are dropped,
+indentation is kept. Where R2E-Gym's parser (DeepSWE's) finds a call we do too: `<function = NAME>` with spaces, and a
+`<function=NAME>` mentioned in prose before the real call (the mention is part of the thought). Hermes JSON is read
+with `strict=False` (a literal newline inside a string is accepted, as Qwen models emit them). Anything wrong raises
 `ParseError` with a message meant for the model (it becomes the observation).
 """
 
@@ -16,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 ActionFormat = Literal["xml", "hermes"]
-_FUNC_OPEN = re.compile(r"<function=([^>\s]*)>")
-_PARAM_OPEN = re.compile(r"<parameter=([^>\s]*)>")
+_FUNC_OPEN = re.compile(r"<function\s*=\s*([^>]*?)\s*>")
+_PARAM_OPEN = re.compile(r"<parameter\s*=\s*([^>]*?)\s*>")
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
 class ParseError(ValueError):
@@ -32,11 +38,50 @@ class Action:
     n_calls: int = 1  # how many calls the reply contained; only the first is executed
 
 
+@dataclass(frozen=True)
+class Reasoning:
+    """A reply split into its reasoning and the content after it (the only part ever acted on)."""
+
+    reasoning: str
+    content: str
+    unfinished: bool  # `<think>` was opened and never closed: the reply was cut while reasoning
+
+
+def split_reasoning(text: str) -> Reasoning:
+    """Reasoning vs. content. Explicit: the reply starts with `<think>`; it ends at the first `</think>`, or never
+    (unfinished). Implicit: no `<think>` but a `</think>` outside any call block (a template that opens `<think>` in
+    the prompt); a `</think>` inside a call's argument (thinking off) is data. Gateways use `content` to build
+    OpenAI `tool_calls`, and none at all when `unfinished`."""
+    head = text.lstrip()
+    if head.startswith(THINK_OPEN):
+        end = head.find(THINK_CLOSE, len(THINK_OPEN))
+        if end < 0:
+            return Reasoning(head[len(THINK_OPEN) :], "", True)
+        return Reasoning(head[len(THINK_OPEN) : end], head[end + len(THINK_CLOSE) :], False)
+    if THINK_OPEN not in text and (end := text.find(THINK_CLOSE)) >= 0 and not _inside_call(text, end):
+        return Reasoning(text[:end], text[end + len(THINK_CLOSE) :], False)
+    return Reasoning("", text, False)
+
+
+def _inside_call(text: str, pos: int) -> bool:
+    before = text[:pos]
+    xml = _FUNC_OPEN.search(before) is not None and "</function>" not in before[before.rfind("<function") :]
+    return xml or before.rfind("<tool_call>") > before.rfind("</tool_call>")
+
+
 def strip_think(text: str) -> str:
-    """Drop a leading reasoning block: everything up to the last `</think>` when one is present."""
-    if "</think>" in text:
-        return text.rsplit("</think>", 1)[1]
-    return text
+    """The content after the reasoning ('' when the reply was cut inside `<think>`)."""
+    return split_reasoning(text).content
+
+
+def _acting_body(text: str) -> str:
+    r = split_reasoning(text)
+    if r.unfinished:
+        raise ParseError(
+            "Your reply ended inside <think> (no </think>), so it has no action: nothing drafted in your reasoning "
+            "is run. Close the reasoning with </think> and then make exactly one call."
+        )
+    return r.content
 
 
 def _trim(value: str) -> str:
@@ -78,19 +123,31 @@ def _parse_function_body(text: str, start: int, name: str) -> tuple[dict[str, An
 
 
 def parse_xml(text: str) -> Action:
-    body = strip_think(text)
+    body = _acting_body(text)
     m = _FUNC_OPEN.search(body)
     if m is None:
         raise ParseError(
             "No function call found. Reply with exactly one call in the format "
             "<function=NAME><parameter=KEY>VALUE</parameter></function>."
         )
-    name = m.group(1)
-    if not name:
-        raise ParseError("Malformed function call: <function=> has an empty name.")
-    params, end = _parse_function_body(body, m.end(), name)
-    n_calls = 1 + len(_FUNC_OPEN.findall(body, end))
-    return Action(name=name, params=params, thought=body[: m.start()].strip(), n_calls=n_calls)
+    while True:
+        name = m.group(1)
+        nxt = _FUNC_OPEN.search(body, m.end())
+        if nxt is not None and _is_mention(body, m.end(), nxt.start()):
+            m = nxt  # `<function=x>` named in prose before the real call: part of the thought
+            continue
+        if not name:
+            raise ParseError("Malformed function call: <function=> has an empty name.")
+        params, end = _parse_function_body(body, m.end(), name)
+        n_calls = 1 + len(_FUNC_OPEN.findall(body, end))
+        return Action(name=name, params=params, thought=body[: m.start()].strip(), n_calls=n_calls)
+
+
+def _is_mention(body: str, start: int, next_open: int) -> bool:
+    """Text after an opener that is neither a parameter, a closing tag nor another opener: prose."""
+    between = body[start:next_open]
+    lead = between.lstrip()
+    return bool(lead) and "</function>" not in between and not _PARAM_OPEN.match(lead)
 
 
 def _hermes_call(payload: str) -> tuple[str, dict[str, Any]]:
@@ -99,7 +156,7 @@ def _hermes_call(payload: str) -> tuple[str, dict[str, Any]]:
         a = parse_xml(payload)
         return a.name, a.params
     try:
-        obj = json.loads(payload)
+        obj = json.loads(payload, strict=False)  # literal newlines/tabs inside strings, as models write them
     except json.JSONDecodeError as e:
         raise ParseError(f"The <tool_call> body is not valid JSON ({e.msg} at position {e.pos}).") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"]:
@@ -107,7 +164,7 @@ def _hermes_call(payload: str) -> tuple[str, dict[str, Any]]:
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):  # some models emit the arguments as a JSON string
         try:
-            args = json.loads(args) if args.strip() else {}
+            args = json.loads(args, strict=False) if args.strip() else {}
         except json.JSONDecodeError:
             raise ParseError("The tool call's `arguments` string is not valid JSON.") from None
     if not isinstance(args, dict):
@@ -116,7 +173,7 @@ def _hermes_call(payload: str) -> tuple[str, dict[str, Any]]:
 
 
 def parse_hermes(text: str) -> Action:
-    body = strip_think(text)
+    body = _acting_body(text)
     start = body.find("<tool_call>")
     if start < 0:
         raise ParseError(

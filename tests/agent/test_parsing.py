@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swe_rl.agent.parsing import ParseError, format_action, parse_action, parse_hermes, parse_xml
+from swe_rl.agent.parsing import (
+    ParseError,
+    format_action,
+    parse_action,
+    parse_hermes,
+    parse_xml,
+    split_reasoning,
+)
 
 XML_OK = """I will look at the file first.
 <function=file_editor>
@@ -127,3 +134,71 @@ safe_text = st.text(st.characters(blacklist_characters="<>\x00", blacklist_categ
 def test_format_then_parse_roundtrip(name, params, fmt):
     a = parse_action(format_action(name, params, fmt, thought="why"), fmt)
     assert a.name == name and a.params == params and a.thought == "why"
+
+
+# --- issue 23, defect 2: a reply cut inside <think> has no action; calls drafted in reasoning never run ------------
+CUT_XML = (
+    "<think>\nThe tests are dirty. I could reset the tree first:\n"
+    "<function=execute_bash>\n<parameter=command>git stash</parameter>\n</function>\n"
+    "or maybe <function=execute_bash><parameter=command>git checkout -- .</parameter></function> would"
+)
+CUT_HERMES = (
+    "<think>\nFirst clean up:\n"
+    '<tool_call>\n{"name": "execute_bash", "arguments": {"command": "git stash"}}\n</tool_call>\n'
+    'then <tool_call>{"name": "execute_bash", "arguments": {"command": "git checkout -- ."}}</tool_call> and'
+)
+
+
+@pytest.mark.parametrize("text, fmt", [(CUT_XML, "xml"), (CUT_HERMES, "hermes")])
+def test_reply_cut_inside_think_has_no_action(text, fmt):
+    with pytest.raises(ParseError, match="ended inside <think>"):
+        parse_action(text, fmt)
+    r = split_reasoning(text)
+    assert r.unfinished and r.content == "" and "git stash" in r.reasoning
+
+
+@pytest.mark.parametrize("fmt", ["xml", "hermes"])
+def test_drafted_call_in_reasoning_is_not_the_action(fmt):
+    drafted = format_action("execute_bash", {"command": "rm -rf /testbed"}, fmt)
+    real = format_action("search", {"search_term": "add"}, fmt)
+    a = parse_action(f"<think>\nmaybe {drafted}? no.\n</think>\n\n{real}", fmt)
+    assert a.name == "search" and a.n_calls == 1
+    implicit = parse_action(
+        f"maybe {drafted}? no.\n</think>\n\n{real}", fmt
+    )  # `<think>` opened by the prompt
+    assert implicit.name == "search"
+
+
+# --- issue 23, defect 4: parsing as R2E-Gym / Qwen models need it -------------------------------------------------
+def test_hermes_literal_newline_inside_a_json_string():
+    text = '<tool_call>\n{"name": "execute_bash", "arguments": {"command": "cd /testbed\npytest -q"}}\n</tool_call>'
+    assert parse_hermes(text).params == {"command": "cd /testbed\npytest -q"}
+    quoted = '<tool_call>{"name": "s", "arguments": "{\\"search_term\\": \\"a\nb\\"}"}</tool_call>'
+    assert parse_hermes(quoted).params == {"search_term": "a\nb"}
+
+
+@pytest.mark.parametrize("fmt", ["xml", "hermes"])
+@pytest.mark.parametrize("think", ["<think>\nplan\n</think>\n\n", ""])
+def test_end_think_inside_an_argument_keeps_the_call(fmt, think):
+    params = {"command": "create", "path": "/testbed/t.txt", "file_text": "a </think> b"}
+    a = parse_action(think + format_action("file_editor", params, fmt), fmt)
+    assert a.name == "file_editor" and a.params == params
+
+
+def test_prose_mentioning_function_before_the_real_call():
+    text = (
+        "I will use <function=execute_bash> to list the files, then read them.\n"
+        "<function=execute_bash>\n<parameter=command>ls</parameter>\n</function>"
+    )
+    a = parse_xml(text)
+    assert a.name == "execute_bash" and a.params == {"command": "ls"} and a.n_calls == 1
+    assert a.thought.startswith("I will use <function=execute_bash> to list")
+    other = parse_xml(
+        "`<function=search>` is slow; <function=execute_bash><parameter=command>ls</parameter></function>"
+    )
+    assert other.name == "execute_bash"
+
+
+def test_spaces_around_the_equals_sign():
+    a = parse_xml("<function = execute_bash>\n<parameter = command>ls</parameter>\n</function>")
+    assert a.name == "execute_bash" and a.params == {"command": "ls"}
