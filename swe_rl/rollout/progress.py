@@ -3,8 +3,9 @@ logs.
 
 `RunProgress` shows one bar per phase (done/total, the phase's own fields such as reward, elapsed, ETA) while both
 stdout and its console (stderr) are terminals. Otherwise (CI logs, `make demo > log`) it prints one plain line per
-phase at most every `every_s` seconds, at every logged update and when the phase ends, so a long run is never
-silent. `EpisodeProgress` is the bar of streamed episodes (the rollout pools), built on it.
+phase: its first update, then at most one every `every_s` seconds, every logged update, and its end, so a long run
+is never silent and a phase whose episodes are still being graded after the last one finished does not print a
+line per graded episode. `EpisodeProgress` is the bar of streamed episodes (the rollout pools), built on it.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from swe_rl.agent.trajectory import Trajectory
@@ -40,7 +42,8 @@ class _Phase:
     done: int
     every_s: float
     fields: dict[str, str]
-    t0: float = field(default_factory=time.monotonic)
+    clock: Callable[[], float]
+    t0: float
     last_line: float | None = None  # monotonic time of the last plain line
     last_state: tuple[int, str] | None = None  # (done, fields) the last line showed
     task: Any = None  # rich TaskID in live mode
@@ -49,7 +52,7 @@ class _Phase:
         return " · ".join(f"{k.replace('_', ' ')} {v}" for k, v in self.fields.items())
 
     def line(self) -> str:
-        elapsed = time.monotonic() - self.t0
+        elapsed = self.clock() - self.t0
         eta = ""
         if 0 < self.done < self.total:
             eta = f" · eta {clock(elapsed * (self.total - self.done) / self.done)}"
@@ -61,13 +64,17 @@ class RunProgress(AbstractContextManager["RunProgress"]):
     """`with RunProgress() as p: i = p.add("RL steps", 24); p.update(i, advance=1, reward="0.41"); p.finish(i)`.
 
     console: where bars and lines go (default: `default_console()`); bars when it is a terminal, else lines.
-    Thread-safe; the rich bars refresh from their own thread.
+    clock: seconds for elapsed, ETA and the line interval (tests pass their own). Thread-safe; the rich bars
+    refresh from their own thread.
     """
 
-    def __init__(self, console: Any = None, *, every_s: float = 30.0):
+    def __init__(
+        self, console: Any = None, *, every_s: float = 30.0, clock: Callable[[], float] = time.monotonic
+    ):
         self.console = console if console is not None else default_console()
         self.live = bool(self.console.is_terminal)
         self.every_s = every_s
+        self.clock = clock
         self._phases: dict[int, _Phase] = {}
         self._next = 0
         self._lock = threading.Lock()
@@ -108,7 +115,8 @@ class RunProgress(AbstractContextManager["RunProgress"]):
         """A new phase; `every_s` overrides the plain-line interval (0 = a line at every update)."""
         with self._lock:
             pid, self._next = self._next, self._next + 1
-            ph = _Phase(name, total, completed, self.every_s if every_s is None else every_s, dict(fields))
+            every = self.every_s if every_s is None else every_s
+            ph = _Phase(name, total, completed, every, dict(fields), self.clock, self.clock())
             self._phases[pid] = ph
             if self._progress is not None:
                 ph.task = self._progress.add_task(name, total=total, completed=completed, info=ph.info())
@@ -125,8 +133,10 @@ class RunProgress(AbstractContextManager["RunProgress"]):
             ph.fields.update(fields)
             if self._progress is not None:
                 self._progress.update(ph.task, completed=ph.done, info=ph.info())
-            now = time.monotonic()
-            due = ph.last_line is None or now - ph.last_line >= ph.every_s or ph.done >= ph.total
+            now = self.clock()
+            # Not "done >= total": a rollout phase's episodes all end before the last ones are graded, and each
+            # grade updates the phase; its end prints the final line (finish / _end).
+            due = ph.last_line is None or now - ph.last_line >= ph.every_s
             if log or (self._progress is None and due):
                 self._print(ph)
                 ph.last_line = now

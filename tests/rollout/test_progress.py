@@ -13,6 +13,7 @@ from rich.console import Console
 
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.rollout.progress import EpisodeProgress, RunProgress
+from swe_rl.tasks.reward import RewardResult
 
 
 def plain_console() -> tuple[Console, io.StringIO]:
@@ -38,6 +39,53 @@ def test_plain_lines_first_due_logged_and_last():
     ]
     assert "eta" in lines[1] and "eta" not in lines[2]
     assert "\x1b[" not in buf.getvalue()
+
+
+class FakeClock:
+    """Seconds that the test advances: the line interval is checked without sleeping or racing a real clock."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_plain_lines_at_most_one_per_interval_and_one_at_the_end():
+    con, buf = plain_console()
+    clock = FakeClock()
+    with RunProgress(con, every_s=30, clock=clock) as p:
+        a = p.add("rollouts", 100, resolved="0")
+        for i in range(1, 101):  # one episode a second for 100 s
+            clock.t += 1
+            p.update(a, completed=i, resolved=str(i // 3))
+        p.finish(a)
+    lines = buf.getvalue().splitlines()
+    done = [int(ln.split()[1].split("/")[0]) for ln in lines]
+    assert done == [1, 31, 61, 91, 100]  # the first update, then every 30 s, then the end
+
+
+def test_grades_after_the_last_episode_ended_print_no_line_each():
+    """The demo's case: a rollout phase reaches 64/64 when the last sandbox is given back, then each of the 64
+    grades updates it; only the end of the phase prints (was: one near-identical line per graded episode)."""
+    from swe_rl.train.progress import EpisodeTally, ProgressRollouter
+
+    class Inner:  # reports to the tally in the real rollouter's order: every episode ends, then grades arrive
+        def rollout(self, tasks, n, seed):
+            for _ in range(len(tasks) * n):
+                tally.tell("done")
+            for _ in range(len(tasks) * n):
+                clock.t += 0.1
+                tally.tell("graded", RewardResult(reward=1.0, resolved=True))
+            return [Trajectory(t, resolved=True, reward=1.0) for t in tasks for _ in range(n)]
+
+    con, buf = plain_console()
+    clock, tally = FakeClock(), EpisodeTally()
+    with RunProgress(con, every_s=30, clock=clock) as bars:
+        ProgressRollouter(Inner(), bars, "rollouts", tally).rollout(["t"] * 8, 8, 0)
+    assert [ln.split(" · elapsed")[0] for ln in buf.getvalue().splitlines()] == [
+        "rollouts 1/64 · resolved 0", "rollouts 64/64 · resolved 64 (100%)",
+    ]  # fmt: skip
 
 
 def test_bars_on_a_terminal_and_finished_phases_as_lines():
