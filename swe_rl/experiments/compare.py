@@ -280,7 +280,7 @@ def primary_block(out_dir: Path, methods: list[str], seeds: list[int], baseline:
     with its two-level bootstrap. None when no run has records."""
     import numpy as np
 
-    from swe_rl.experiments.stats import mean_t_interval, paired_two_level_bootstrap
+    from swe_rl.experiments.stats import mean_t_interval, paired_two_level_bootstrap, small_seed_summary
 
     if last_k < 1:
         raise ValueError(f"compare: last_k must be >= 1, got {last_k}")
@@ -318,7 +318,8 @@ def primary_block(out_dir: Path, methods: list[str], seeds: list[int], baseline:
                   "(a run not finished?); paired anyway")  # fmt: skip
         diff = np.array([[by_seed[s][1][t] - base[s][1][t] for t in tasks] for s in common])
         boot = paired_two_level_bootstrap(diff, draws=draws)
-        block["paired"][m] = {**boot, "seeds": common, "steps_mismatched_seeds": mismatched}
+        block["paired"][m] = {**boot, "seeds": common, "steps_mismatched_seeds": mismatched,
+                              "small_seed": small_seed_summary(boot["per_seed"])}  # fmt: skip
     return block
 
 
@@ -338,22 +339,17 @@ def summary_markdown(summary: dict[str, Any], methods: list[str]) -> str:
         draws = next((p["draws"] for p in primary["paired"].values()), 0)
         out += [f"Primary metric (fixed in advance): {primary['metric']}. Paired differences against `{base}` "
                 f"with 95% intervals from a two-level bootstrap (seeds, then held-out tasks inside each seed; "
-                f"{draws} draws), and the seeds-only interval. Points of success.", "",
+                f"{draws} draws), the seeds-only interval and, for few seeds, the t-interval over the per-seed "
+                "differences and the exact sign-flip permutation p (two-sided). Points of success.", "",
                 "| method | seeds | primary (mean, %) | paired diff vs baseline (95% CI, two-level) | seeds-only CI "
-                "| seeds with d > 0 |", "|---|---|---|---|---|---|"]  # fmt: skip
+                "| t-interval | sign-flip p | median | seeds with d > 0 |",
+                "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for m in methods:
             if m not in primary["methods"]:
                 continue
             pm = primary["methods"][m]
-            if m == base:
-                diff, s_ci, pos = "(baseline)", "", ""
-            elif (p := primary["paired"].get(m)) is not None:
-                diff = f"{pct(p['mean'], True)} [{pct(p['lo'], True)}, {pct(p['hi'], True)}]"
-                s_ci = f"[{pct(p['seeds_only']['lo'], True)}, {pct(p['seeds_only']['hi'], True)}]"
-                pos = f"{p['n_positive']} / {p['n_seeds']} ({p['n_tasks']} tasks)"
-            else:
-                diff, s_ci, pos = "n/a (no shared seeds or tasks)", "", ""
-            out.append(f"| {m} | {len(pm['seeds'])} | {pct(pm['mean'])} | {diff} | {s_ci} | {pos} |")
+            out.append(f"| {m} | {len(pm['seeds'])} | {pct(pm['mean'])} | " + " | ".join(_paired_cells(
+                primary["paired"].get(m), m == base, pct)) + " |")  # fmt: skip
         out.append("")
     aem_rows = [(m, summary[m]["aem"]) for m in methods if m in summary and "aem" in summary[m]]
     if aem_rows:
@@ -393,6 +389,23 @@ def summary_markdown(summary: dict[str, Any], methods: list[str]) -> str:
             cells.append("n/a" if g is None else pct(g, True) + ("" if sd is None else f" ± {pct(sd)}"))
         out.append(f"| {m} | {len(s['seeds'])} | {cells[0]} | {cells[1]} |")
     return "\n".join(out) + "\n"
+
+
+def _paired_cells(p: dict[str, Any] | None, is_base: bool, pct: Any) -> list[str]:
+    """summary.md's paired columns for one method: two-level CI, seeds-only CI, t-interval, sign-flip p, median,
+    seeds with d > 0."""
+    if is_base:
+        return ["(baseline)", "", "", "", "", ""]
+    if p is None:
+        return ["n/a (no shared seeds or tasks)", "", "", "", "", ""]
+    cells = [f"{pct(p['mean'], True)} [{pct(p['lo'], True)}, {pct(p['hi'], True)}]",
+             f"[{pct(p['seeds_only']['lo'], True)}, {pct(p['seeds_only']['hi'], True)}]"]  # fmt: skip
+    if (ss := p.get("small_seed")) is not None:  # absent in summaries written before it existed
+        cells += [f"[{pct(ss['t95'][0], True)}, {pct(ss['t95'][1], True)}]", f"{ss['sign_flip_p']:.3f}",
+                  pct(ss["median"], True)]  # fmt: skip
+    else:
+        cells += ["n/a", "n/a", "n/a"]
+    return [*cells, f"{p['n_positive']} / {p['n_seeds']} ({p['n_tasks']} tasks)"]
 
 
 def _seed_mean_curve(runs: list[list[dict[str, Any]]], key: str) -> dict[str, float]:

@@ -1,5 +1,7 @@
-"""Interval estimates for `swe-rl compare`: the paired two-level bootstrap of a per-seed, per-task difference and
-the t-interval of a mean over seeds (no scipy: the t quantiles are tabulated).
+"""Interval estimates for `swe-rl compare`: the paired two-level bootstrap of a per-seed, per-task difference, the
+t-interval of a mean over seeds (no scipy: the t quantiles are tabulated) and the exact sign-flip permutation
+test of paired per-seed differences. With ~10 seeds a percentile bootstrap is rough, above all for a skewed
+difference (two seeds carrying it): `small_seed_summary` puts the t-interval and the permutation p beside it.
 
 The outcome study (docs/results/outcome_study_design.md) pairs runs by seed: seed s of every arm starts from the
 same checkpoint, trains on the same task sequence and is evaluated on the same held-out tasks. With
@@ -88,4 +90,39 @@ def paired_two_level_bootstrap(
         "seeds_only": {"lo": s_lo, "hi": s_hi},
         "per_seed": [float(v) for v in per_seed],
         "n_positive": int((per_seed > 0).sum()),
+    }
+
+
+MAX_EXACT_SEEDS = 20  # 2^20 sign patterns: exact enumeration stays ~1 s
+
+
+def sign_flip_p(values: Any) -> float:
+    """Exact two-sided p-value of the paired sign-flip (randomization) test of mean = 0: under the null each
+    per-seed difference is as likely to have the other sign, so the p-value is the share of all 2^n sign
+    patterns whose |mean| is at least the observed |mean| (the observed pattern included, so p >= 2^-n)."""
+    x = np.asarray(values, dtype=float)
+    if x.ndim != 1 or x.size == 0:
+        raise ValueError(f"sign_flip_p: expected a non-empty 1-D array, got shape {x.shape}")
+    if x.size > MAX_EXACT_SEEDS:
+        raise ValueError(f"sign_flip_p: exact enumeration up to {MAX_EXACT_SEEDS} values, got {x.size}")
+    n = x.size
+    patterns = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2 - 1  # (2^n, n) of ±1
+    sums = np.abs(patterns @ x)
+    observed = abs(float(x.sum()))
+    # a relative tolerance so that ties (e.g. a pattern giving exactly the observed sum) count despite rounding
+    return float((sums >= observed - 1e-12 * max(1.0, observed)).mean())
+
+
+def small_seed_summary(per_seed: Any) -> dict[str, Any]:
+    """Per-seed paired differences → mean, 95% t-interval, exact sign-flip p, median and sign counts."""
+    x = np.asarray(per_seed, dtype=float)
+    mean, lo, hi = mean_t_interval(x)
+    return {
+        "mean": mean,
+        "t95": [lo, hi],
+        "sign_flip_p": sign_flip_p(x),
+        "median": float(np.median(x)),
+        "n_positive": int((x > 0).sum()),
+        "n_negative": int((x < 0).sum()),
+        "n": int(x.size),
     }

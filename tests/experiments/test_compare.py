@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
+import numpy as np
 import pytest
 
 from swe_rl.experiments.compare import summarize
@@ -212,6 +214,19 @@ def test_summary_primary_metric_and_paired_bootstrap(tmp_path):
     assert "| grpo_aem | 4 |" in md and "(baseline)" in md and f"{p['n_positive']} / 4" in md
     assert f"{100 * p['mean']:+.1f} [{100 * p['lo']:+.1f}, {100 * p['hi']:+.1f}]" in md
     assert (tmp_path / "plots" / "paired_primary.png").stat().st_size > 1000
+    # beside the bootstrap: the t-interval over the per-seed differences and the exact sign-flip p (issue 26)
+    ss = p["small_seed"]
+    half = 3.182 * float(np.std(d, ddof=1)) / 2  # t(0.975, df=3) · sd / sqrt(4)
+    assert ss["t95"] == pytest.approx([sum(d) / 4 - half, sum(d) / 4 + half])
+    flips = [
+        abs(sum(g * x for g, x in zip(signs, d, strict=True)))
+        for signs in itertools.product((-1, 1), repeat=4)
+    ]
+    assert ss["sign_flip_p"] == pytest.approx(sum(f >= abs(sum(d)) - 1e-12 for f in flips) / 16)
+    assert (
+        f"| {ss['sign_flip_p']:.3f} |" in md
+        and f"[{100 * ss['t95'][0]:+.1f}, {100 * ss['t95'][1]:+.1f}]" in md
+    )
 
 
 def test_summary_last_k_baseline_and_missing_seeds(tmp_path):

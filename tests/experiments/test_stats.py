@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from swe_rl.experiments.stats import mean_t_interval, paired_two_level_bootstrap, t975
+from swe_rl.experiments.stats import (
+    mean_t_interval,
+    paired_two_level_bootstrap,
+    sign_flip_p,
+    small_seed_summary,
+    t975,
+)
 
 
 def test_constant_difference_gives_a_zero_width_interval_at_that_value():
@@ -90,3 +96,45 @@ def test_t_interval():
     assert t975(100) == 1.96
     with pytest.raises(ValueError, match="shape"):
         mean_t_interval([])
+
+
+def test_sign_flip_known_answers():
+    # all n values positive: only the observed pattern and its mirror reach |mean| -> p = 2 / 2^n
+    assert sign_flip_p([0.3, 0.1, 0.2, 0.5, 0.4]) == pytest.approx(2 / 32)
+    # [1, 2, 3]: sums of ±1, ±2, ±3 are ±6, ±4, ±2, ±0 (twice each for 0): |sum| >= 6 in 2 of 8 patterns
+    assert sign_flip_p([1.0, 2.0, 3.0]) == pytest.approx(2 / 8)
+    # [1, -1]: sums 0, 0, ±2 -> observed 0, every pattern reaches it
+    assert sign_flip_p([1.0, -1.0]) == 1.0
+    # ties are counted despite float rounding: [0.1, 0.2, -0.3] sums to ~5.5e-17, all patterns reach it
+    assert sign_flip_p([0.1, 0.2, -0.3]) == 1.0
+
+
+def test_sign_flip_matches_brute_force():
+    import itertools
+
+    x = np.random.default_rng(6).normal(0.05, 0.2, size=9)
+    sums = [
+        abs(sum(s * v for s, v in zip(signs, x, strict=True)))
+        for signs in itertools.product((-1, 1), repeat=9)
+    ]
+    want = sum(t >= abs(x.sum()) - 1e-12 for t in sums) / 2**9
+    assert sign_flip_p(x) == pytest.approx(want)
+
+
+def test_small_seed_summary_of_the_follow_up_aem_difference():
+    """The follow-up study's per-seed AEM − GRPO differences (docs/results/aem_outcome_reasoned_2026-12-01,
+    points): the independent re-read's t-interval [−26.1, +3.8] and sign-flip p = 0.12, median ~0, 5 of 10 > 0."""
+    d = [-0.50, -0.051, 0.005, -0.086, 0.003, 0.006, 0.017, -0.505, -0.003, 0.002]
+    r = small_seed_summary(d)
+    assert 100 * r["t95"][0] == pytest.approx(-26.1, abs=0.2) and 100 * r["t95"][1] == pytest.approx(
+        3.8, abs=0.2
+    )
+    assert r["sign_flip_p"] == pytest.approx(0.12, abs=0.01)
+    assert (r["n_positive"], r["n_negative"], r["n"]) == (5, 5, 10) and abs(r["median"]) < 0.001
+
+
+def test_sign_flip_bad_input():
+    with pytest.raises(ValueError, match="shape"):
+        sign_flip_p([])
+    with pytest.raises(ValueError, match="up to 20"):
+        sign_flip_p(np.ones(21))
