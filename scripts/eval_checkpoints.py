@@ -25,6 +25,7 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    import swe_rl.experiments  # noqa: F401  (registers the experiment data sources)
     from swe_rl.config import ConfigError, load_config
     from swe_rl.train.config import TrainConfig
     from swe_rl.train.run import build_env, load_policy_model

@@ -36,6 +36,7 @@ def train_command(
         raise typer.BadParameter(f"expected 'builtin' or 'openrlhf', got {backend!r}", param_hint="--backend")
     if dry_run:
         raise typer.BadParameter("--dry-run applies to --backend openrlhf only", param_hint="--dry-run")
+    import swe_rl.experiments  # noqa: F401  (the CLI registers the experiment data sources: toy, decisions)
     from swe_rl.train.run import train_command as run
 
     run(list[str | Path](config), override, resume)

@@ -50,8 +50,14 @@ class DecisionsConfig(StrictModel):
 
 
 class DataConfig(StrictModel):
-    # generated micro tasks (Docker pipeline), the toy environment, or the in-process multi-decision environment
-    source: Literal["generated", "toy", "decisions"] = "generated"
+    # a name in swe_rl.train.run.DATA_SOURCES: `generated` micro tasks (Docker pipeline), `tasks` (any task
+    # dataset: data.tasks), or an experiment environment that registers itself (`toy`, `decisions`)
+    source: str = "generated"
+    # source: tasks only: a .json/.jsonl/.parquet file, a task repo dir, 'micro' or an HF name (swe_rl.tasks.loaders)
+    tasks: str = ""
+    split: str = "test"  # source: tasks: the dataset split (HF names, task repos)
+    instance_ids: list[str] = Field(default_factory=list)  # source: tasks: only these instances (empty = all)
+    eval_tasks: str = ""  # source: tasks: held-out tasks for evaluation, same forms as `tasks` ("" = none)
     n_train: int = 3000  # generated training tasks
     n_held_out: int = 100  # generated held-out tasks for evaluation
     seed: int = 0  # generator seed (train and held-out splits are disjoint by construction)

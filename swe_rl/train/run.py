@@ -1,7 +1,10 @@
 """`swe-rl train` (built-in backend): build model, environment and evaluator from a TrainConfig, then train.
 
-Sources: `generated` = the micro-task generator through the real pipeline (agent loop, tools in sandbox slots,
-real tests); `toy` = the two-turn toy environment (no sandboxes; for smoke runs and tests).
+`data.source` is a name in DATA_SOURCES (one name -> DataSource table): `generated` = the micro-task generator
+through the real pipeline (agent loop, tools in sandbox slots, real tests); `tasks` = any task dataset in
+data.tasks (swe_rl.train.tasks_env: a fresh sandbox at each task's image, the project's grader). Experiment
+environments register themselves with `register_source` when swe_rl.experiments is imported (`toy`, `decisions`;
+the `swe-rl` CLI imports it), so the trainer itself imports no experiment.
 """
 
 from __future__ import annotations
@@ -32,17 +35,50 @@ class Env:
     close: Callable[[], None] = lambda: None
 
 
+@dataclass(frozen=True)
+class DataSource:
+    """One `data.source`: `build(cfg, model, tok, progress) -> Env`; `start(cfg) -> model.init` when the config
+    names no model.init; `engines`: the rollout.engine values its episodes can generate with."""
+
+    build: Callable[[TrainConfig, Any, Any, Any], Env]
+    start: Callable[[TrainConfig], str] | None = None
+    engines: tuple[str, ...] = ("hf",)
+
+
+DATA_SOURCES: dict[str, DataSource] = {}
+
+
+def register_source(name: str, source: DataSource) -> None:
+    DATA_SOURCES[name] = source
+
+
+def data_source(cfg: TrainConfig) -> DataSource:
+    """The registered source of cfg.data.source; one error naming the field and the names there are."""
+    name = cfg.data.source
+    src = DATA_SOURCES.get(name)
+    if src is None:
+        raise ValueError(
+            f"data.source={name!r}: unknown; registered: {', '.join(sorted(DATA_SOURCES))} (experiment "
+            "environments such as toy and decisions register when swe_rl.experiments is imported)"
+        )
+    if cfg.rollout.engine not in src.engines:
+        raise ValueError(
+            f"rollout.engine={cfg.rollout.engine} needs data.source=generated "
+            f"(data.source={name} supports rollout.engine {', '.join(src.engines)})"
+        )
+    return src
+
+
 def load_policy_model(cfg: TrainConfig) -> tuple[Any, Any]:
     """(model, tokenizer): a HF folder from model.init (e.g. an SFT checkpoint), or a fresh tiny model."""
     import torch
 
     if cfg.model.threads:
         torch.set_num_threads(cfg.model.threads)
-    if not cfg.model.init and cfg.data.source == "decisions":  # its start: SFT on noisy demonstrations, once
-        from swe_rl.experiments.decisions import build_start, start_folder
-
+    start = data_source(cfg).start
+    if not cfg.model.init and start is not None:  # the source's own start (decisions: SFT on demonstrations)
         cfg = cfg.model_copy(deep=True)
-        cfg.model.init = str(build_start(cfg, start_folder(cfg)))
+        cfg.model.init = start(cfg)
     if cfg.model.init:
         from transformers import AutoModelForCausalLM
 
@@ -63,41 +99,14 @@ def load_policy_model(cfg: TrainConfig) -> tuple[Any, Any]:
     return build_tiny_model(tok, arch=cfg.model.arch, size=cfg.model.size, seed=cfg.model.seed), tok
 
 
-def _decisions_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> Env:
-    """The in-process multi-decision environment (swe_rl.experiments.decisions): no sandboxes."""
-    if cfg.rollout.engine != "hf":
-        raise ValueError(
-            "rollout.engine=vllm needs data.source=generated (decisions episodes sample in torch)"
-        )
-    from swe_rl.experiments.decisions import DecisionRollouter, decision_tasks
-    from swe_rl.experiments.toy import toy_sampler
-    from swe_rl.train.evaluate import HeldOutEval
-
-    roll = DecisionRollouter(model, tok, temperature=cfg.rollout.temperature,
-                             reason_first=cfg.data.decisions.reason_first)  # fmt: skip
-    tasks = decision_tasks("train", cfg.data.n_train, cfg.data.seed, field="data.n_train")
-    held = decision_tasks(cfg.eval.split, cfg.eval.n_tasks, cfg.data.seed, field="eval.n_tasks")
-    held_roll: Any = ProgressRollouter(roll, progress, "held-out") if progress is not None else roll
-    train_roll: Any = ProgressRollouter(roll, progress) if progress is not None else roll
-    return Env(train_roll, tasks, toy_sampler, HeldOutEval(held_roll, held, sampled=cfg.eval.sampled))
-
-
 def build_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> Env:
-    """The training environment; with `progress` (a RunProgress) every rollout call, training or held-out, is a
-    phase bar advanced per finished episode."""
-    if cfg.data.source == "toy":
-        if cfg.rollout.engine != "hf":
-            raise ValueError("rollout.engine=vllm needs data.source=generated (toy episodes sample in torch)")
-        from swe_rl.experiments.toy import ToyRollouter, toy_sampler, toy_tasks
+    """The training environment of cfg.data.source; with `progress` (a RunProgress) every rollout call, training
+    or held-out, is a phase bar advanced per finished episode."""
+    return data_source(cfg).build(cfg, model, tok, progress)
 
-        toy = ToyRollouter(model, tok, temperature=cfg.rollout.temperature)
-        return Env(
-            ProgressRollouter(toy, progress) if progress is not None else toy,
-            toy_tasks(10, stride=2),
-            toy_sampler,
-        )
-    if cfg.data.source == "decisions":
-        return _decisions_env(cfg, model, tok, progress)
+
+def generated_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> Env:
+    """The generated micro tasks through the real pipeline (sandbox slots, CachedGrader)."""
     if cfg.eval.split != "test":
         raise ValueError(
             "eval.split=validation: data.source=generated has one held-out split (test); "
@@ -139,6 +148,16 @@ def build_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> E
         slots.close()
 
     return Env(rollouter, tasks, sample_batch, evaluator, close=close)
+
+
+def _tasks_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> Env:
+    from swe_rl.train.tasks_env import tasks_env
+
+    return cast(Env, tasks_env(cfg, model, tok, progress))
+
+
+register_source("generated", DataSource(generated_env, engines=("hf", "vllm")))
+register_source("tasks", DataSource(_tasks_env))
 
 
 def train_command(

@@ -15,6 +15,7 @@ def lines_of(buf: io.StringIO) -> list[str]:
 
 
 def test_train_shows_each_step_with_its_reward(tmp_path):
+    import swe_rl.experiments  # noqa: F401  (registers data.source=toy, as the swe-rl CLI does)
     from swe_rl.train.run import train_command
 
     buf = io.StringIO()
