@@ -40,8 +40,9 @@ def branch_configs(demo: Any, methods: list[str], seeds: list[int], out: Path, i
         )
     trunks = run_configs(demo, [trunk_method], seeds, out / "trunk", init)
     branches = run_configs(demo, methods, seeds, out, init)
-    for c in trunks:
+    for c in trunks:  # the trunk is evaluated at step 0 and at the branch point only (no analysis reads more)
         c.steps = trunk_steps
+        c.eval.every = trunk_steps
     for c in branches:
         c.steps = trunk_steps + branch_steps
     return trunks, branches
