@@ -158,3 +158,25 @@ async def grade_predictions(
     summary = summarize(tasks, preds, out)
     (out / "summary.json").write_text(json.dumps(summary, indent=4))
     return summary
+
+
+async def gold_false_positives(
+    tasks: list[Task], factory: SandboxFactory, *, workers: int = 2, timeout: float = 1800.0
+) -> dict[str, list[str]]:
+    """Grade every task's gold patch through the guarded grader; {instance_id: reasons} for each gold that does
+    not resolve or carries an integrity finding (violations, bytecode, writes in .git, a suspicious label).
+    {} = no false positive. For any task source (the micro suite, real SWE-bench instances)."""
+    sem = asyncio.Semaphore(max(1, workers))
+
+    async def one(task: Task) -> tuple[str, list[str]]:
+        async with sem:
+            r = await grade(task, task.patch, factory, timeout=timeout)
+        integrity = r.tests.get("integrity") or {}
+        reasons = [*integrity.get("violations", []), *(f"bytecode: {p}" for p in integrity.get("bytecode", []))]
+        reasons += [f"git_dir: {p}" for p in integrity.get("git_dir", [])] + list(r.suspicious)
+        if not r.resolved:
+            reasons.insert(0, f"not resolved (reward {r.reward}, failure {r.failure})")
+        return task.instance_id, reasons
+
+    results = await asyncio.gather(*(one(t) for t in tasks))
+    return {iid: reasons for iid, reasons in results if reasons}
