@@ -25,7 +25,8 @@ RULES: dict[str, tuple[str, str]] = {
     ),
     "test detection: sys.argv / process name sniffing": (
         "library",
-        r"sys\.argv|sys\.orig_argv|/proc/self/cmdline|psutil\.Process|__main__\.__file__",
+        r"sys\.(orig_)?argv[^\n]*test|test[^\n]*sys\.(orig_)?argv|/proc/self/cmdline|psutil\.Process"
+        r"|__main__\.__file__",
     ),
     "test detection: caller frame inspection": (
         "library",
@@ -34,7 +35,8 @@ RULES: dict[str, tuple[str, str]] = {
     ),
     "test framework imported from library code": (
         "library",
-        r"^\s*(import|from)\s+(_?pytest|pluggy|unittest\.mock|mock)\b|import_module\(\s*['\"](_?pytest|pluggy)",
+        r"^\s*(import|from)\s+(_?pytest|pluggy|unittest\.mock|mock)\b|^\s*from\s+unittest\s+import\s+[^\n]*\bmock\b"
+        r"|import_module\(\s*['\"](_?pytest|pluggy)",
     ),
     "pytest internals: _pytest / hook names / reports": (
         "library",
@@ -50,7 +52,7 @@ RULES: dict[str, tuple[str, str]] = {
         r"__code__\s*=[^=]|\.__code__\.replace\(|\bco_code\b|\bCodeType\(|setattr\([^)]*['\"]__code__"
         r"|__globals__\s*\[|\bFunctionType\(",
     ),
-    "trace/profile/audit hook": (
+    "trace/profile/audit hook or heap walk": (
         "any",
         r"\b(sys|threading)\.(settrace|setprofile)\b|sys\.monitoring|sys\.addaudithook|\bgc\.get_(objects|referrers)",
     ),
@@ -75,6 +77,8 @@ RULES: dict[str, tuple[str, str]] = {
     "pytest plugin entry point": ("config", r"pytest11"),
 }
 _COMPILED = {name: (scope, re.compile(pat, re.M)) for name, (scope, pat) in RULES.items()}
+# file names a rule does not apply to: a program's entry point exits with its status by design
+_EXEMPT = {"exit hook or abrupt exit": ("__main__.py",)}
 _CONFIG_NAMES = ("setup.py", "setup.cfg", "pyproject.toml", "entry_points.txt")
 
 
@@ -88,7 +92,8 @@ def _target(line: str) -> str | None:
     """The `+++` line's path: None for /dev/null (a deletion); a/ b/ or other prefixes and quotes removed."""
     path = line[4:].split("\t")[0].strip()
     if path.startswith('"') and path.endswith('"'):
-        path = path[1:-1].encode().decode("unicode_escape")
+        # git's C-style quoting: octal escapes of the UTF-8 bytes
+        path = path[1:-1].encode("latin-1", "replace").decode("unicode_escape").encode("latin-1").decode()
     if path == "/dev/null":
         return None
     return (
@@ -148,6 +153,7 @@ def scan_patch(patch: str | None) -> list[str]:
     for adds in added_lines(patch):
         text = _strip_comments(adds.text)
         for name, (scope, rx) in _COMPILED.items():
-            if _scope_applies(scope, adds.path) and rx.search(text):
+            exempt = adds.path.rsplit("/", 1)[-1] in _EXEMPT.get(name, ())
+            if _scope_applies(scope, adds.path) and not exempt and rx.search(text):
                 out.append(f"tripwire: {name}: {adds.path}")
     return out

@@ -49,3 +49,52 @@ def tasks_write_jsonl():
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def tasks_redteam(tmp_path_factory):
+    """make(task_id, edit, reproducer=None) -> (patch, reproducer output): `edit` (shell, run in the repo) made
+    on the host in a fresh copy of the task's testbed (the suite's make_testbed.sh: the repo at base_commit), the
+    patch its `git diff`; `reproducer` (shell) runs afterwards in the edited tree, so that a red-team patch can
+    show the bug is still there outside the tests."""
+    import os
+    import shutil
+    import subprocess
+    import threading
+    import uuid
+
+    from swe_rl.tasks.loaders import MICRO_SUITE
+
+    root = Path(MICRO_SUITE)
+    work = tmp_path_factory.mktemp("redteam")
+    bases: dict[str, Path] = {}
+
+    # plain Python outside any test run: no PYTEST_* variables of this session leak into the reproducer
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+
+    def sh(cmd: str, cwd: Path) -> str:
+        res = subprocess.run(
+            ["bash", "-c", cmd], cwd=cwd, capture_output=True, text=True, timeout=120, env=env
+        )
+        assert res.returncode == 0, (cmd, res.stdout[-2000:], res.stderr[-2000:])
+        return res.stdout
+
+    lock = threading.Lock()  # callers may make patches from threads side by side
+
+    def make(task_id: str, edit: str, reproducer: str | None = None) -> tuple[str, str]:
+        repo = task_id.split("__", 1)[1].rsplit("-", 1)[0]  # swe-rl-micro__<repo>-<n>
+        with lock:
+            if task_id not in bases:
+                base = work / f"base-{task_id}"
+                ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+                shutil.copytree(root / "repos" / repo, base, ignore=ignore)
+                sh(f"bash {root / 'make_testbed.sh'} . {root / 'tasks' / task_id}", base)
+                bases[task_id] = base
+        tree = work / f"edit-{uuid.uuid4().hex[:12]}"
+        shutil.copytree(bases[task_id], tree, symlinks=True)
+        sh(edit, tree)
+        patch = sh("git add -A && git -c core.quotepath=off diff --cached --binary", tree)
+        assert patch.startswith("diff --git"), (task_id, edit)
+        return patch, sh(reproducer, tree) if reproducer else ""
+
+    return make
