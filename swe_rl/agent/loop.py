@@ -25,7 +25,7 @@ from swe_rl.agent.patch import base_commit_of, get_patch
 from swe_rl.agent.profiles import get_profile
 from swe_rl.agent.prompts import Prompts
 from swe_rl.agent.toolset import SUBMIT, build_command, canonical_name, install_tools
-from swe_rl.agent.trajectory import Trajectory
+from swe_rl.agent.trajectory import Trajectory, action_offset
 from swe_rl.policy.base import Policy, SamplingParams
 from swe_rl.tasks.task import Task
 
@@ -151,6 +151,7 @@ async def run_episode(
             turn: dict[str, Any] = {"role": "assistant", "content": reply, "span": [start, len(ids)]}
             turn["finish_reason"] = completion.finish_reason
             traj.messages.append(turn)
+            traj.action_starts.append(start + action_offset(tokenizer, toks, reply, cfg.action_format))
             if not toks or toks[-1] != chat.turn_end_id:
                 if len(ids) >= cfg.max_context_tokens:
                     status = "context_limit"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,10 +83,11 @@ def action_token_mask(loss_mask: list[int], action_starts: list[int]) -> list[in
 ACTION_OPENERS = {"xml": "<function=", "hermes": "<tool_call>"}
 
 
-def action_offset(decode: Callable[[list[int]], str], toks: list[int], reply: str, fmt: str) -> int:
+def action_offset(tokenizer: Any, toks: list[int], reply: str, fmt: str) -> int:
     """Index in `toks` of the token where the reply's call begins (after the last </think>, as the parsers read
     it): the first token whose decoded prefix reaches the opener (binary search, log2(len) decodes). 0 when
-    the reply holds no call (the whole turn is its action)."""
+    the reply holds no call (the whole turn is its action). `reply` = the tokenizer's decode of `toks` (special
+    tokens kept), as the agent loop decodes a turn."""
     think = reply.rfind("</think>")
     at = reply.find(ACTION_OPENERS[fmt], think + len("</think>") if think >= 0 else 0)
     if at <= 0:
@@ -95,7 +95,7 @@ def action_offset(decode: Callable[[list[int]], str], toks: list[int], reply: st
     lo, hi = 0, len(toks)  # invariant: decode(toks[:lo]) ends at or before `at`; the answer lies in [lo, hi]
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if len(decode(toks[:mid])) <= at:
+        if len(tokenizer.decode(toks[:mid], skip_special_tokens=False)) <= at:
             lo = mid
         else:
             hi = mid - 1
