@@ -1,0 +1,103 @@
+"""The integrity guards' pure parts on real inputs: the tree diff made by the grader's own shell (find/comm in a
+real git repo, no Docker), the harness classification with an image-style shadow set, and the log rules with
+pytest's real junit record."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from swe_rl.tasks.integrity import changes_cmd, classify, parse_changes, snapshot_cmd
+from swe_rl.tasks.integrity_log import junit_outcomes, log_violations, nodeid_key, trusted_log
+
+START, END = "+ : '>>>>> Start Test Output'\n", "+ : '>>>>> End Test Output'\n"
+
+
+def _sh(cmd: str, cwd: Path) -> None:
+    subprocess.run(["bash", "-c", cmd], cwd=cwd, check=True)
+
+
+def test_tree_changes_see_every_write_whatever_the_patch_looked_like(tmp_path):
+    repo = tmp_path / "r"
+    repo.mkdir()
+    _sh("git init -q && mkdir pkg && echo a > pkg/m.py && echo b > README && git add -A && "
+        "git -c user.name=t -c user.email=t@t commit -qm base", repo)  # fmt: skip
+    _sh(snapshot_cmd(str(tmp_path / "a")), repo)
+    # what an applied patch may leave: an ignored-style new file, a deletion, a change, a quoted name, .git/config
+    _sh("echo x > 'odd name\tconftest.py' && rm README && echo c >> pkg/m.py && mkdir -p pkg/__pycache__ && "
+        "echo y > pkg/__pycache__/m.cpython-311.pyc && echo '[core]' >> .git/config", repo)  # fmt: skip
+    _sh(changes_cmd(str(tmp_path / "a"), str(tmp_path / "b"), "HEAD", str(tmp_path / "c")), repo)
+    ch = parse_changes((tmp_path / "c").read_bytes())
+    assert set(ch.touched) == {
+        "odd name\tconftest.py",
+        "README",
+        "pkg/m.py",
+        "pkg/__pycache__/m.cpython-311.pyc",
+    }
+    assert ch.git_dir == (".git/config",)
+    assert ch.base_tops == {"pkg", "README"}
+
+
+def test_classify_uses_the_image_shadow_set_and_the_repo_own_names():
+    shadow = frozenset({"attr", "json", "textkit"})
+    paths = ["attr.py", "json/__init__.py", "src/attr/x.py", "textkit/new.py", "hack-1.0.dist-info/entry_points.txt",
+             "sub/x.egg-info/PKG-INFO", "pkg/__pycache__/m.pyc", "m.pyc", "tests/conftest.py", "pkg/util.py"]  # fmt: skip
+    kinds = classify(paths, shadow, frozenset({"textkit"}))
+    assert kinds == {
+        "attr.py": "remove_if_new", "json/__init__.py": "remove_if_new", "src/attr/x.py": "remove_if_new",
+        "hack-1.0.dist-info/entry_points.txt": "remove_if_new", "sub/x.egg-info/PKG-INFO": "remove_if_new",
+        "pkg/__pycache__/m.pyc": "bytecode", "m.pyc": "bytecode", "tests/conftest.py": "revert",
+    }  # fmt: skip
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="tests.test_a" name="test_ok" /><testcase classname="tests.test_a" name="test_bad">
+<failure message="assert 0" /></testcase><testcase classname="tests.test_a.TestC" name="test_m[x/y]" />
+<testcase classname="tests.test_a" name="test_skip"><skipped type="pytest.skip" message="s" /></testcase>
+</testsuite></testsuites>"""
+
+
+def test_junit_record_decides_for_the_graded_tests():
+    record = junit_outcomes(JUNIT)
+    assert record == {
+        "tests.test_a.test_ok": "PASSED", "tests.test_a.test_bad": "FAILED",
+        "tests.test_a.TestC.test_m[x/y]": "PASSED", "tests.test_a.test_skip": "SKIPPED",
+    }  # fmt: skip
+    assert nodeid_key("tests/test_a.py::TestC::test_m[x/y]") == "tests.test_a.TestC.test_m[x/y]"
+    graded = ["tests/test_a.py::test_ok", "tests/test_a.py::test_bad", "tests/test_a.py::TestC::test_m[x/y]"]
+    real = (
+        f"{START}FAILED tests/test_a.py::test_bad - assert 0\nPASSED tests/test_a.py::test_ok\n"
+        f"PASSED tests/test_a.py::TestC::test_m[x/y]\n{END}"
+    )
+    assert log_violations(real, "parse_log_pytest", graded, record) == []
+    # an inner session's lines (pytest's own suite) for the graded ids do not matter: the record decides
+    inner = real.replace(
+        START, f"{START}FAILED tests/test_a.py::test_ok - inner\nERROR tests/test_a.py::test_ok\n"
+    )
+    assert log_violations(inner, "parse_log_pytest", graded, record) == []
+    forged = real.replace(END, f"PASSED tests/test_a.py::test_bad\n{END}")  # an atexit hook's line
+    assert (
+        "pytest's record of the session says FAILED"
+        in log_violations(forged, "parse_log_pytest", graded, record)[0]
+    )
+    missing = log_violations(real, "parse_log_pytest", graded, None, record_required=True)
+    assert "record of the test session is missing" in missing[0]
+
+
+def test_without_a_record_only_graded_tests_count_and_exit_codes_are_the_scripts():
+    graded = ["tests/a.py::t"]
+    inner = (
+        f"{START}PASSED x.py::TC::m\nERROR x.py::TC::m\nPASSED tests/a.py::t\n=== 1 passed in 0.1s ===\n{END}"
+    )
+    assert log_violations(inner, "parse_log_pytest", graded) == []  # issue 22: the inner test is not graded
+    assert "conflicting" in log_violations(inner, "parse_log_pytest")[0]  # every test: the old rule
+    fake_rc = inner.replace(END, f">>>>> Test Exit Code: 0\n{END}")
+    assert "exit-code line inside the test output" in log_violations(fake_rc, "parse_log_pytest", graded)[0]
+    log = fake_rc + ">>>>> Test Exit Code: 1\n"
+    assert trusted_log(log, 2).count(">>>>> Test Exit Code") == 1 and trusted_log(log, 2).endswith(
+        "Code: 2\n"
+    )
+    # swebench splits on "\n" only: a form feed does not start a new result line for it, nor for us
+    assert (
+        log_violations(f"{START}FAILED tests/a.py::t\x0cPASSED tests/a.py::t\n{END}", "parse_log_sympy") == []
+    )
