@@ -152,12 +152,16 @@ def run_branch(config: list[str], methods: list[str], seeds: list[int], out: str
         init = start_checkpoint(demo, out_dir)
         trunks, branches = branch_configs(demo, methods, seeds, out_dir, init, trunk_steps, branch_steps,
                                           trunk_method)  # fmt: skip
-        _train_all(trunks, jobs)
-        for c in branches:
-            seed_branch(
-                out_dir / "trunk" / f"{trunk_method}_s{c.seed}", Path(c.out_dir) / c.name, trunk_steps
-            )
-        _train_all(branches, jobs)
+        # `jobs` seeds at a time, trunks then their branches: a run cut short by the deadline leaves complete
+        # pairs (every arm of a finished seed), not ten trunks and no branches
+        for i in range(0, len(seeds), jobs):
+            group = set(seeds[i : i + jobs])
+            _train_all([c for c in trunks if c.seed in group], jobs)
+            mine = [c for c in branches if c.seed in group]
+            for c in mine:
+                trunk = out_dir / "trunk" / f"{trunk_method}_s{c.seed}"
+                seed_branch(trunk, Path(c.out_dir) / c.name, trunk_steps)
+            _train_all(mine, jobs)
     path = summarize(out_dir, methods, seeds, baseline=baseline, last_k=last_k)
     table = collapse_table(out_dir, methods, seeds, demo, trunk_method)
     print(json.dumps(table["counts"]))
