@@ -26,7 +26,7 @@ from swe_rl.agent.profiles import get_profile
 from swe_rl.agent.prompts import Prompts
 from swe_rl.agent.toolset import SUBMIT, build_command, canonical_name, install_tools
 from swe_rl.agent.trajectory import Trajectory, action_offset
-from swe_rl.policy.base import Policy, SamplingParams
+from swe_rl.policy.base import ContextLengthExceeded, Policy, SamplingParams
 from swe_rl.tasks.task import Task
 
 TRUNCATING = {"max_steps", "context_limit", "timeout"}
@@ -112,10 +112,11 @@ async def run_episode(
             {"role": "system", "content": prompts.system},
             {"role": "user", "content": task_text, "span": [0, len(ids)], "text": prompt_text},
         ]
-        status: str | None = "context_limit" if len(ids) >= cfg.max_context_tokens else None
+        max_ctx = await served_context(policy, cfg.max_context_tokens)
+        status: str | None = "context_limit" if len(ids) >= max_ctx else None
 
         while status is None:
-            budget = cfg.max_context_tokens - len(ids)
+            budget = max_ctx - len(ids)
             wait = deadline - time.monotonic()
             if wait <= 0:
                 status = "timeout"
@@ -124,6 +125,9 @@ async def run_episode(
             sampling = SamplingParams(
                 temperature=cfg.temperature,
                 top_p=cfg.top_p,
+                top_k=cfg.top_k,
+                min_p=cfg.min_p,
+                extra_body=tuple(cfg.extra_body.items()),
                 max_new_tokens=min(cfg.max_new_tokens, budget),
                 stop_token_ids=stop_ids,
                 seed=seed,
@@ -135,11 +139,15 @@ async def run_episode(
                 timing["policy_s"] += time.monotonic() - t0
                 status = "timeout"
                 break
+            except ContextLengthExceeded:  # the server's context is smaller than it said (or it said nothing)
+                timing["policy_s"] += time.monotonic() - t0
+                status = "context_limit"
+                break
             timing["policy_s"] += time.monotonic() - t0
             counts["steps"] += 1
 
             # --- the assistant turn: policy tokens as generated (mask 1) -----------------------------------
-            toks = list(completion.token_ids)[:budget]
+            toks = through_first_stop(list(completion.token_ids)[:budget], stop_ids)
             start = len(ids)
             append(
                 toks,
@@ -153,7 +161,7 @@ async def run_episode(
             traj.messages.append(turn)
             traj.action_starts.append(start + action_offset(tokenizer, toks, reply, cfg.action_format))
             if not toks or toks[-1] != chat.turn_end_id:
-                if len(ids) >= cfg.max_context_tokens:
+                if len(ids) >= max_ctx:
                     status = "context_limit"
                     break
                 append([chat.turn_end_id])  # close the turn for the template; not a policy token (mask 0)
@@ -197,10 +205,10 @@ async def run_episode(
                 status = "max_steps"
                 break
             observation += "\n" + prompts.step_note(cfg.max_steps - counts["steps"])
-            if len(ids) >= cfg.token_warning_fraction * cfg.max_context_tokens:
+            if len(ids) >= cfg.token_warning_fraction * max_ctx:
                 observation += "\n" + prompts.token_warning
             obs_text, obs_ids = chat.observation(observation)
-            if len(ids) + len(obs_ids) >= cfg.max_context_tokens:
+            if len(ids) + len(obs_ids) >= max_ctx:
                 status = "context_limit"
                 break
             start = len(ids)
@@ -227,6 +235,21 @@ async def run_episode(
         traj.metrics.update({**counts, **timing, "wall_s": total, "loop_overhead_s": overhead})
         traj.metrics["policy_tokens"] = sum(mask)
     return traj
+
+
+async def served_context(policy: Policy, requested: int) -> int:
+    """The episode's context budget: the config's, capped to what a served policy serves (`cap_context`)."""
+    cap = getattr(policy, "cap_context", None)
+    return requested if cap is None else int(await cap(requested))
+
+
+def through_first_stop(toks: list[int], stop_ids: tuple[int, ...]) -> list[int]:
+    """The turn ends at its first stop token. A backend that generated past one (a server that was not told
+    `<|endoftext|>` is a stop) would otherwise train `<|endoftext|><|im_end|>`: one end token per turn is trained."""
+    for i, tok in enumerate(toks):
+        if tok in stop_ids:
+            return toks[: i + 1]
+    return toks
 
 
 def _maybe(values: list[float] | None, toks: list[int]) -> list[float] | None:

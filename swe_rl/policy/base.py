@@ -15,6 +15,13 @@ class SamplingParams:
         int, ...
     ] = ()  # generation stops after emitting one of these (it is kept in token_ids)
     seed: int | None = None
+    top_k: int = -1  # keep the k most likely tokens (-1 = off)
+    min_p: float = 0.0  # drop tokens below min_p x the top probability (0 = off)
+    extra_body: tuple[tuple[str, object], ...] = ()  # extra fields for a served policy's request (key, value)
+
+
+class ContextLengthExceeded(RuntimeError):
+    """The backend refused the prompt as longer than its context: the episode ends as `context_limit`."""
 
 
 @dataclass(frozen=True)

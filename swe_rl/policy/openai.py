@@ -6,22 +6,40 @@ Logprobs are whatever the server returns for the sampled token: run vLLM with `-
 to get them after temperature, as the Policy protocol defines. No entropy (servers return no full distribution).
 
 A semaphore caps in-flight requests; connection errors, timeouts, 429 and 5xx are retried with exponential backoff.
-Other HTTP errors and malformed replies raise `PolicyServerError` at once (an infrastructure failure).
+Other HTTP errors and malformed replies raise `PolicyServerError` at once (an infrastructure failure), except a
+prompt the server refuses as too long (HTTP 400 "maximum context length", vLLM's wording, or the OpenAI code
+`context_length_exceeded`): `ContextLengthError`, which the agent loop ends as `context_limit`.
+`cap_context(n)` reads the served context (`max_model_len` in vLLM's GET /v1/models) and returns min(n, served),
+warning once when the agent's budget is larger than what the server serves.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from typing import Any
 
-from swe_rl.policy.base import Completion, SamplingParams
+from swe_rl.policy.base import Completion, ContextLengthExceeded, SamplingParams
+
+log = logging.getLogger(__name__)
 
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 
 
 class PolicyServerError(RuntimeError):
     """The completions server failed for good (after retries) or answered something unusable."""
+
+
+class ContextLengthError(PolicyServerError, ContextLengthExceeded):
+    """The server refused the prompt as longer than its context (not an infrastructure failure)."""
+
+
+CONTEXT_MARKERS = (
+    "maximum context length",
+    "context_length_exceeded",
+    "longer than the maximum model length",
+)
 
 
 class OpenAIPolicy:
@@ -49,6 +67,8 @@ class OpenAIPolicy:
         self.max_backoff_s = max_backoff_s
         self.request_timeout_s = request_timeout_s
         self.extra_body = dict(extra_body or {})
+        self.served_max_len: int | None = None  # from GET /v1/models (max_model_len), once read
+        self._served_read = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sem: asyncio.Semaphore | None = None
         self._client: Any = None
@@ -70,8 +90,43 @@ class OpenAIPolicy:
         }
         if sampling.seed is not None:
             body["seed"] = sampling.seed
+        if sampling.top_k > 0:
+            body["top_k"] = sampling.top_k
+        if sampling.min_p > 0:
+            body["min_p"] = sampling.min_p
         body.update(self.extra_body)
+        body.update(dict(sampling.extra_body))
         return body
+
+    async def cap_context(self, requested: int) -> int:
+        """min(requested, the served context length); warns once when the budget exceeds what is served."""
+        if not self._served_read:
+            self._served_read = True
+            self.served_max_len = await self._read_served_max_len()
+        served = self.served_max_len
+        if served is None or served >= requested:
+            return requested
+        if not getattr(self, "_warned", False):
+            self._warned = True
+            log.warning(
+                "agent max_context_tokens=%d exceeds the served context of %s (max_model_len=%d): capped to %d",
+                requested, self.model, served, served,
+            )  # fmt: skip
+        return served
+
+    async def _read_served_max_len(self) -> int | None:
+        import httpx
+
+        self._ensure_client()
+        url = self.url.removesuffix("/completions") + "/models"
+        try:
+            resp = await self._client.get(url)
+            models = resp.json().get("data", []) if resp.status_code == 200 else []
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None  # a server without /v1/models: the 400 "maximum context length" path still holds
+        entry = next((m for m in models if m.get("id") == self.model), models[0] if models else {})
+        value = entry.get("max_model_len") if isinstance(entry, dict) else None
+        return int(value) if isinstance(value, int) and value > 0 else None
 
     def _ensure_client(self) -> None:
         import httpx
@@ -103,6 +158,8 @@ class OpenAIPolicy:
                 else:
                     if resp.status_code == 200:
                         return parse_completion(resp.json())
+                    if resp.status_code == 400 and any(m in resp.text for m in CONTEXT_MARKERS):
+                        raise ContextLengthError(f"POST {self.url}: HTTP 400: {resp.text[:500]}")
                     if resp.status_code not in RETRY_STATUS:
                         raise PolicyServerError(
                             f"POST {self.url}: HTTP {resp.status_code}: {resp.text[:500]}"

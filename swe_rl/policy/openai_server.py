@@ -3,6 +3,8 @@
 Serves the tiny local model in tests of `OpenAIPolicy`, and is a stand-in endpoint for demos. Requests are handled
 by a threading HTTP server; generation runs on one background asyncio loop, so concurrent requests still batch in
 `HFLocalPolicy`. `drop_first=N` closes the first N connections without answering (to exercise client retries).
+`max_model_len=N` makes it answer like vLLM's server with that context: GET /v1/models reports it (unless
+`report_max_len=False`), and a prompt + max_tokens over it gets vLLM's HTTP 400 "maximum context length" error.
 """
 
 from __future__ import annotations
@@ -18,8 +20,12 @@ from swe_rl.policy.base import Policy, SamplingParams
 
 
 class PolicyServer:
-    def __init__(self, policy: Policy, *, host: str = "127.0.0.1", port: int = 0, drop_first: int = 0):
+    def __init__(self, policy: Policy, *, host: str = "127.0.0.1", port: int = 0, drop_first: int = 0,
+                 max_model_len: int | None = None, report_max_len: bool = True, model_name: str = "swe-rl"):  # fmt: skip
         self.policy = policy
+        self.max_model_len = max_model_len
+        self.report_max_len = report_max_len
+        self.served_name = model_name
         self.drop_remaining = drop_first
         self._lock = threading.Lock()
         self.loop = asyncio.new_event_loop()
@@ -73,6 +79,13 @@ class PolicyServer:
         prompt = body.get("prompt")
         if not isinstance(prompt, list) or not all(isinstance(t, int) for t in prompt):
             raise ValueError("prompt: expected a list of token ids")
+        want = int(body.get("max_tokens", 16))
+        if self.max_model_len is not None and len(prompt) + want > self.max_model_len:
+            raise ValueError(
+                f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
+                f"{len(prompt) + want} tokens ({len(prompt)} in the messages, {want} in the completion). "
+                "Please reduce the length of the messages or completion."
+            )  # vLLM's wording (its server answers HTTP 400 with it)
         sampling = SamplingParams(
             temperature=float(body.get("temperature", 1.0)),
             top_p=float(body.get("top_p", 1.0)),
@@ -103,6 +116,14 @@ class PolicyServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:  # quiet
                 return
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") != "/v1/models":
+                    return self._reply(404, {"error": f"unknown path {self.path}"})
+                entry: dict[str, Any] = {"id": server.served_name, "object": "model", "owned_by": "swe-rl"}
+                if server.max_model_len is not None and server.report_max_len:
+                    entry["max_model_len"] = server.max_model_len
+                return self._reply(200, {"object": "list", "data": [entry]})
 
             def do_POST(self) -> None:
                 if server._should_drop():

@@ -226,3 +226,61 @@ def test_swe_rl_eval_with_the_served_policy(vllm_server, tmp_path):
         json.loads(p.read_text()) for p in (tmp_path / "heldout" / "trajectories" / "run_00").glob("*.json")
     ]
     assert len(held) == 2 and all(t["task_id"].startswith("gen__held_out-") for t in held)
+
+
+# --- the served context (issue 23 defect 5): a prompt over the server's max_model_len is context_limit, not infra ---
+async def _episode_against(server_kwargs: dict, tiny_tokenizer, tmp_path, caplog):
+    import logging
+    import subprocess
+
+    from sandboxes.config import LocalSandboxConfig
+    from sandboxes.local import LocalSandbox
+    from swe_rl.agent.config import AgentConfig
+    from swe_rl.agent.loop import run_episode
+    from swe_rl.agent.parsing import format_action
+    from swe_rl.policy.scripted import ReplayPolicy
+    from swe_rl.tasks.task import Task
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "big.py").write_text("".join(f"value_{i} = {i}\n" for i in range(400)))
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}  # fmt: skip
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True)
+    view = format_action("file_editor", {"command": "view", "path": "REPO/big.py"}, "xml", "Look.")
+    sb = LocalSandbox(LocalSandboxConfig(), copy_from=repo)
+    await sb.start()
+    replay = ReplayPolicy(tiny_tokenizer, [view.replace("REPO", sb.root)])
+    (tmp_path / "s.md").write_text("Fix the issue with the tools.")
+    (tmp_path / "t.md").write_text("Issue: {problem_statement}")
+    cfg = AgentConfig(repo_dir=sb.root, tools_dir=str(tmp_path / "tools"), max_context_tokens=16384,
+                      max_observation_chars=1000, max_new_tokens=300, max_wall_s=120,
+                      system_prompt_file=str(tmp_path / "s.md"), task_prompt_file=str(tmp_path / "t.md"))  # fmt: skip
+    try:
+        with PolicyServer(replay, **server_kwargs) as server, caplog.at_level(logging.WARNING):
+            client = OpenAIPolicy(server.base_url, "swe-rl", max_retries=0)
+            traj = await run_episode(
+                Task(instance_id="ctx", problem_statement="x"), sb, client, tiny_tokenizer, cfg
+            )
+            await client.close()
+    finally:
+        await sb.close()
+    return traj, client
+
+
+async def test_served_max_model_len_caps_the_budget_with_a_warning(tiny_tokenizer, tmp_path, caplog):
+    traj, client = await _episode_against({"max_model_len": 1500}, tiny_tokenizer, tmp_path, caplog)
+    assert client.served_max_len == 1500
+    assert "exceeds the served context" in caplog.text and "capped to 1500" in caplog.text
+    assert traj.exit_status == "context_limit" and traj.truncated and traj.error is None
+    assert traj.metrics["steps"] >= 2 and len(traj.token_ids) <= 1500  # the server never had to refuse
+
+
+async def test_http_400_maximum_context_length_ends_as_context_limit(tiny_tokenizer, tmp_path, caplog):
+    # a server that does not report its context: its HTTP 400 refusal is the agent's context limit, not infra
+    kwargs = {"max_model_len": 1500, "report_max_len": False}
+    traj, client = await _episode_against(kwargs, tiny_tokenizer, tmp_path, caplog)
+    assert client.served_max_len is None
+    assert traj.exit_status == "context_limit" and traj.truncated and traj.error is None
+    assert traj.metrics["steps"] >= 2
