@@ -7,7 +7,6 @@ swe_rl.algo advantages; the hand-written micro suite through the evaluation harn
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -78,7 +77,9 @@ def run_demo(cfg: DemoConfig, console: Any = None) -> Path:
         finally:
             env.close()
     micro = _micro_suite(cfg, run, root) if cfg.micro_suite else None
-    report = _write_report(root, rows, micro, held_md, t_sft, t_rl, time.monotonic() - t0)
+    from swe_rl.experiments.demo_report import write_report
+
+    report = write_report(root.report, rows, micro, held_md, (t_sft, t_rl, time.monotonic() - t0))
     print(f"demo: done in {(time.monotonic() - t0) / 60:.1f} min; report: {report}", flush=True)
     return report
 
@@ -108,60 +109,3 @@ def _micro_suite(cfg: DemoConfig, run: RunDir, root: RunDir) -> dict[str, Any] |
     except Exception as e:  # the demo's main result is the held-out curve; report the failure, keep going
         print(f"demo: micro-suite evaluation failed: {type(e).__name__}: {e}", flush=True)
         return {"error": f"{type(e).__name__}: {e}"}
-
-
-def _failure_rows(rows: list[dict[str, Any]]) -> list[str]:
-    """Report table rows: how the unresolved held-out episodes failed, at the first and the last evaluation."""
-    from swe_rl.experiments.plots import series
-    from swe_rl.train.evaluate import FAILURE_MODES
-
-    out = []
-    for mode in ("greedy", "sampled"):
-        for fm in FAILURE_MODES:
-            _, v = series(rows, f"eval/{mode}_fail/{fm}")
-            if v and (v[0] or v[-1]):
-                out.append(
-                    f"| held-out failed by {fm.replace('_', ' ')}, {mode} | {v[0]:.1%} | {v[-1]:.1%} |"
-                )
-    return out
-
-
-def _write_report(root: RunDir, rows: list[dict[str, Any]], micro: dict[str, Any] | None, held_md: Path,
-                  t_sft: float, t_rl: float, t_all: float) -> Path:  # fmt: skip
-    from swe_rl.experiments.plots import aem_report_rows, plot_methods, series
-
-    pngs = plot_methods({"GRPO+AEM": [rows]}, root.report)
-    steps, succ = series(rows, "eval/greedy_success")
-    _, samp = series(rows, "eval/sampled_success")
-    _, mixed = series(rows, "mixed_group_frac")
-    train_rows = [r for r in rows if "reward_mean" in r]
-    lines = [
-        "# swe-rl demo report", "",
-        "| | before RL | after RL |", "|---|---|---|",
-        f"| held-out success, greedy | {succ[0]:.1%} | {succ[-1]:.1%} |" if succ else "| held-out | n/a | n/a |",
-        f"| held-out success, sampled T=1 | {samp[0]:.1%} | {samp[-1]:.1%} |" if samp else None,
-        f"| train reward (first / last step) | {train_rows[0]['reward_mean']:.1%} | "
-        f"{train_rows[-1]['reward_mean']:.1%} |" if train_rows else None,
-        f"| mixed groups (first / last step) | {mixed[0]:.0%} | {mixed[-1]:.0%} |" if mixed else None,
-        *_failure_rows(rows),
-        *aem_report_rows(rows),
-        "", f"Steps with held-out evaluation: {steps}", "",
-        f"Time: SFT/load {t_sft / 60:.1f} min, RL + evaluation {t_rl / 60:.1f} min, total {t_all / 60:.1f} min.",
-        "", f"Held-out episodes report (evaluation harness format): {held_md.relative_to(root.report)}",
-    ]  # fmt: skip
-    if micro is not None:
-        lines += ["", "## Hand-written micro suite (evaluation harness)", "", "```",
-                  json.dumps({k: micro.get(k) for k in ("resolve_rate", "n_instances", "episodes", "counts", "error")
-                              if k in micro}, indent=1, default=str)[:2000], "```"]  # fmt: skip
-    evals = [r for r in rows if "eval/greedy_success" in r]
-    if len(evals) >= 2 and any("_fail/" in k for k in evals[0]):
-        from swe_rl.experiments.plots import plot_failure_modes
-
-        first, last = ({k.removeprefix("eval/"): v for k, v in r.items()} for r in (evals[0], evals[-1]))
-        pngs.append(
-            plot_failure_modes({"before RL": first, "after RL": last}, root.report / "failure_modes.png")
-        )
-    lines += ["", "## Curves", ""] + [f"![{p.stem}]({p.name})" for p in pngs]
-    out = root.report / "report.md"
-    out.write_text("\n".join(x for x in lines if x is not None) + "\n")
-    return out
