@@ -1,0 +1,171 @@
+"""The offline SWE-bench image builder on a synthetic instance (no third-party data): inputs dir -> image with
+SWE-bench's names and layout, built --network none from a wheelhouse, cached by content, graded for real."""
+
+from __future__ import annotations
+
+import ensurepip
+import io
+import json
+import subprocess
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from swe_rl.tasks.swebench_images import (
+    ImageInputError,
+    directives_of,
+    eval_script,
+    image_tag,
+    load_spec_table,
+)
+
+CALC = "def add(a, b):\n    return a - b\n"
+RUNNER = """import sys
+sys.path.insert(0, ".")
+import tinydep, calc
+from tests import test_calc
+for name in sorted(n for n in dir(test_calc) if n.startswith("test_")):
+    try:
+        getattr(test_calc, name)(); print("PASSED tests/test_calc.py::" + name)
+    except AssertionError:
+        print("FAILED tests/test_calc.py::" + name)
+"""
+GOLD = """diff --git a/calc.py b/calc.py
+--- a/calc.py
++++ b/calc.py
+@@ -1,2 +1,2 @@
+ def add(a, b):
+-    return a - b
++    return a + b
+"""
+NOOP = GOLD.replace("+    return a + b", "+    return a - b  # looked at")
+TEST_PATCH = """diff --git a/tests/test_calc.py b/tests/test_calc.py
+new file mode 100644
+--- /dev/null
++++ b/tests/test_calc.py
+@@ -0,0 +1,6 @@
++from calc import add
++def test_add():
++    assert add(1, 2) == 3
++def test_zero():
++    assert add(0, 0) == 0
++
+"""
+SPEC = {"python": "3.9", "pip_packages": ["tinydep==1.0"], "install": "python -c 'import tinydep'",
+        "pre_install": ["apt-get update && apt-get install -y locales"], "test_cmd": "python run_tests.py",
+        "log_parser": "parse_log_pytest"}  # fmt: skip
+ROW = {"instance_id": "swe-rl__calc-1", "repo": "swe-rl/calc", "version": "1.0", "base_commit": "0" * 40,
+       "patch": GOLD, "test_patch": TEST_PATCH, "FAIL_TO_PASS": json.dumps(["tests/test_calc.py::test_add"]),
+       "PASS_TO_PASS": json.dumps(["tests/test_calc.py::test_zero"]), "problem_statement": "add subtracts"}  # fmt: skip
+
+
+def tiny_wheel(path: Path) -> None:
+    """A hand-made pure-Python wheel: pip installs it offline like any other."""
+    files = {"tinydep.py": "X = 1\n", "tinydep-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinydep\n"
+             "Version: 1.0\n", "tinydep-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: t\n"
+             "Root-Is-Purelib: true\nTag: py3-none-any\n"}  # fmt: skip
+    files["tinydep-1.0.dist-info/RECORD"] = (
+        "".join(f"{n},,\n" for n in files) + "tinydep-1.0.dist-info/RECORD,,\n"
+    )
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+
+
+@pytest.fixture
+def inputs(tmp_path) -> Path:
+    root = tmp_path / "inputs"
+    (root / "src").mkdir(parents=True)
+    (root / "wheels").mkdir()
+    (root / "rows.jsonl").write_text(json.dumps(ROW) + "\n")
+    (root / "specs.json").write_text(json.dumps({"swe-rl/calc": {"1.0": SPEC}}))
+    with tarfile.open(root / "src" / "swe-rl__calc-1.tar", "w") as tar:
+        for name, text in {"calc.py": CALC, "run_tests.py": RUNNER, "tests/__init__.py": ""}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    bundled = Path(ensurepip.__file__).parent / "_bundled"
+    for wheel in bundled.glob("pip-*.whl"):
+        (root / "wheels" / wheel.name).write_bytes(wheel.read_bytes())
+    tiny_wheel(root / "wheels" / "tinydep-1.0-py3-none-any.whl")
+    return root
+
+
+def test_spec_table_is_read_from_the_swebench_wheel(tmp_path):
+    constants = (
+        'SPECS = {"3.0": {"python": "3.6", "test_cmd": "./tests/runtests.py"}}\n'
+        'MAP_REPO_VERSION_TO_SPECS_PY = {"django/django": SPECS}\nMAP_REPO_TO_REQS_PATHS = {"django/django": ["r.txt"]}\n'
+    )
+    with zipfile.ZipFile(tmp_path / "swebench-4.1.0-py3-none-any.whl", "w") as z:
+        z.writestr("swebench/harness/constants/python.py", constants)
+        z.writestr(
+            "swebench/harness/log_parsers/python.py", 'MAP = {\n    "django/django": parse_log_django,\n}\n'
+        )
+    table = load_spec_table(tmp_path)
+    assert table.spec({"repo": "django/django", "version": "3.0"})["python"] == "3.6"
+    assert table.parsers == {"django/django": "parse_log_django"} and table.reqs_paths["django/django"] == [
+        "r.txt"
+    ]
+    with pytest.raises(ImageInputError, match=r"x: no install spec for repo 'django/django' version '9\.9'"):
+        table.spec({"instance_id": "x", "repo": "django/django", "version": "9.9"})
+    with pytest.raises(ImageInputError, match=r"no swebench-4\.1\.0-py3-none-any\.whl"):
+        load_spec_table(tmp_path / "empty")
+
+
+def test_eval_script_follows_swebench_4():
+    row = {"repo": "django/django", "test_patch": "diff --git a/tests/foo/tests.py b/tests/foo/tests.py\n"}
+    assert directives_of(row) == ["foo.tests"]
+    script = eval_script(row, {"test_cmd": "./tests/runtests.py", "install": "pip install -e ."}, "abc")
+    lines = script.splitlines()
+    assert lines[:2] == ["#!/bin/bash", "set -uxo pipefail"]
+    at = lines.index(": '>>>>> Start Test Output'")
+    assert lines[at + 1] == "./tests/runtests.py foo.tests" and lines[at + 2] == ": '>>>>> End Test Output'"
+    assert lines.count("git checkout abc tests/foo/tests.py") == 2 and "pip install -e ." in lines
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(600)
+def test_build_grade_and_cache(inputs, tmp_path):
+    from swe_rl.tasks.grading import docker_factory, grade_sync
+    from swe_rl.tasks.loaders import load_tasks
+    from swe_rl.tasks.swebench_build import build_inputs
+
+    (first,) = build_inputs(inputs, tmp_path / "tasks.jsonl", force=True)
+    assert first.status == "built", first.error
+    assert first.image == image_tag("swe-rl__calc-1") == "sweb.eval.x86_64.swe-rl__calc-1:latest"
+    (task,) = load_tasks(tmp_path / "tasks.jsonl")
+    assert task.metadata["upstream_base_commit"] == "0" * 40 and task.metadata["spec_python"] == "3.9"
+    assert task.metadata["left_out"] == [
+        "pre_install left out (offline): apt-get update && apt-get install -y locales"
+    ]
+    layout = subprocess.run(["docker", "run", "--rm", "--network", "none", task.image, "bash", "-c",
+                             "source /opt/miniconda3/bin/activate && conda activate testbed && which python "
+                             "&& python -c 'import tinydep' && git -C /testbed rev-parse HEAD "
+                             "&& git -C /testbed rev-list --all --count"], capture_output=True, text=True)  # fmt: skip
+    assert layout.stdout.split() == ["/opt/miniconda3/envs/testbed/bin/python", task.base_commit, "1"], (
+        layout.stderr
+    )
+    factory = docker_factory()
+    gold, empty, noop = (grade_sync(task, p, factory) for p in (GOLD, "", NOOP))
+    assert gold.resolved and gold.reward == 1.0, gold.log[-1500:]
+    assert not empty.resolved and not noop.resolved and noop.reward == 0.0
+    (again,) = build_inputs(inputs, tmp_path / "tasks2.jsonl")
+    assert again.status == "present"  # same inputs hash: no rebuild
+    assert (tmp_path / "tasks2.jsonl").read_text() == (tmp_path / "tasks.jsonl").read_text()
+    spec = json.loads((inputs / "specs.json").read_text())
+    spec["swe-rl/calc"]["1.0"]["install"] = "python -c 'import tinydep, sys'"
+    (inputs / "specs.json").write_text(json.dumps(spec))
+    (changed,) = build_inputs(inputs, tmp_path / "tasks3.jsonl")
+    assert changed.status == "built"  # another install step is another image
+
+
+def test_bad_inputs_fail_their_row_with_the_reason(inputs, tmp_path):
+    from swe_rl.tasks.swebench_build import build_inputs
+
+    (inputs / "src" / "swe-rl__calc-1.tar").unlink()
+    (res,) = build_inputs(inputs, tmp_path / "t.jsonl")
+    assert res.status == "failed" and "src/swe-rl__calc-1.tar: missing" in res.error
+    with pytest.raises(ImageInputError, match=r"rows\.jsonl: missing"):
+        build_inputs(tmp_path / "nowhere")
