@@ -45,9 +45,10 @@ app.command("train-openrlhf")(train_openrlhf_command)
 app.command("openrlhf-data")(openrlhf_data_command)
 
 # SWE tasks and grading (swe_rl/tasks/cli.py)
-from swe_rl.tasks.cli import grade_command, tasks_app  # noqa: E402
+from swe_rl.tasks.cli import grade_command, images_app, tasks_app  # noqa: E402
 
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(images_app, name="images")
 app.command("grade")(grade_command)
 
 # Built-in trainer: train (default backend), sft, demo, compare (swe_rl/train/cli.py).

@@ -160,3 +160,35 @@ def grade_command(
         f"unresolved {summary['unresolved_instances']}  empty {summary['empty_patch_instances']}  "
         f"errors {summary['error_instances']} (infra {summary['infra_failure_instances']})  -> {out / 'summary.json'}"
     )
+
+
+images_app = typer.Typer(
+    help="Task images built offline (SWE-bench instances from an inputs dir).", no_args_is_help=True
+)
+
+
+@images_app.command("build")
+def images_build_command(
+    inputs: Path = typer.Option(
+        ..., "--inputs", help="rows.jsonl + src/<id>.tar + wheels/ (swe_rl/tasks/swebench_images.py)"
+    ),
+    out: Path = typer.Option(None, "-o", "--out", help="task rows to write (default INPUTS/tasks.jsonl)"),
+    ids: list[str] = typer.Option([], "--id", help="only these instance ids (repeatable)"),
+    force: bool = typer.Option(False, help="rebuild even when an image with the same inputs hash exists"),
+) -> None:
+    """Build sweb.eval.x86_64.<id> images offline (--network none) and write their task rows (JSONL)."""
+    from swe_rl.tasks.swebench_build import build_inputs
+    from swe_rl.tasks.swebench_images import ImageInputError
+
+    try:
+        results = build_inputs(inputs, out, ids=ids or None, force=force)
+    except ImageInputError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    for r in results:
+        typer.echo(
+            f"{r.instance_id}\t{r.status}\t{r.seconds:.0f}s\t{r.image}" + (f"\t{r.error}" if r.error else "")
+        )
+    typer.echo(f"task rows: {out or inputs / 'tasks.jsonl'}")
+    if any(r.status == "failed" for r in results):
+        raise typer.Exit(1)
