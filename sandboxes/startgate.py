@@ -42,7 +42,7 @@ class StartGate:
             raise ValueError(f"slots: expected at least 1, got {slots}")
         self.directory = directory
         self.slots = slots
-        self.waited_s = 0.0  # seconds the last acquisition waited (diagnostics)
+        self.waited_s = 0.0  # seconds the last acquisition waited; exactly 0.0 when a slot was free at once
 
     def _try_one(self) -> int | None:
         os.makedirs(self.directory, mode=0o1777, exist_ok=True)
@@ -62,6 +62,7 @@ class StartGate:
         """Hold one start slot; `deadline` is a time.monotonic() value after which waiting raises."""
         t0, delay = time.monotonic(), 0.01
         fd = self._try_one()
+        queued = fd is None
         while fd is None:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -72,7 +73,8 @@ class StartGate:
             await asyncio.sleep(min(left, delay * random.uniform(0.5, 1.5)))
             delay = min(delay * 1.5, 0.25)
             fd = self._try_one()
-        self.waited_s = time.monotonic() - t0
+        # 0.0, not the microseconds of one try, when nothing was queued: "did it wait?" has an exact answer
+        self.waited_s = time.monotonic() - t0 if queued else 0.0
         try:
             yield
         finally:
