@@ -5,6 +5,11 @@ Each observation is rendered as the *delta* the tokenizer's own chat template pr
 render [user, assistant(SENTINEL), observation] + generation prompt, cut everything up to and including
 SENTINEL + turn_end_token, tokenize the rest. This works for templates that rewrite earlier turns (Qwen3 drops
 old <think> blocks) because only text after the last assistant turn is used.
+
+Observations and the task are untrusted text (a repository may contain `<|im_end|>` or `</tool_response>`): when
+their content holds the surface form of an added token, the content is encoded with the plain BPE (no added
+tokens), so it stays text and cannot end the turn or forge one; the template's own markup keeps its control tokens.
+Qwen's tokenization note says the same ("do not parse special-token surface forms in untrusted text").
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _SENTINEL = "\x00SWE_RL_ASSISTANT_SENTINEL\x00"
+_CONTENT = "\x00SWE_RL_CONTENT_SENTINEL\x00"
 
 
 def render(
@@ -28,6 +34,35 @@ def render(
 
 def encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def control_forms(tokenizer: Any) -> list[str]:
+    """Surface forms of the tokenizer's added tokens (`<|im_end|>`, `<tool_call>`, `<think>`, ...)."""
+    return list(tokenizer.get_added_vocab())
+
+
+def encode_text(tokenizer: Any, text: str) -> list[int]:
+    """`text` as plain text: added-token surface forms are BPE-encoded like any other characters."""
+    if not any(form in text for form in control_forms(tokenizer)):
+        return encode(tokenizer, text)
+    backend = (
+        tokenizer.backend_tokenizer
+    )  # its normalizer, pre-tokenizer and BPE model, minus the added tokens
+    if backend.normalizer is not None:
+        text = backend.normalizer.normalize_str(text)
+    pieces = backend.pre_tokenizer.pre_tokenize_str(text) if backend.pre_tokenizer else [(text, None)]
+    return [t.id for piece, _ in pieces for t in backend.model.tokenize(piece)]
+
+
+def encode_with_content(tokenizer: Any, text: str, content: str, render_with: Any) -> list[int]:
+    """Encode rendered `text` whose one untrusted `content` is kept text. `render_with(c)` re-renders with c in
+    place of the content, which locates it; the markup around it is encoded normally."""
+    if not any(form in content for form in control_forms(tokenizer)):
+        return encode(tokenizer, text)
+    pre, sep, post = render_with(_CONTENT).partition(_CONTENT)
+    if not sep or pre + content + post != text:
+        raise ValueError("the chat template does not insert message content verbatim; cannot keep it as text")
+    return encode(tokenizer, pre) + encode_text(tokenizer, content) + encode(tokenizer, post)
 
 
 @dataclass
@@ -50,9 +85,13 @@ class ChatFormat:
 
     def prompt(self, system: str, task: str) -> tuple[str, list[int]]:
         """The initial prompt, ending with the generation prompt: (text, ids)."""
-        msgs = [{"role": "system", "content": system}, {"role": "user", "content": task}]
-        text = render(self.tokenizer, msgs, add_generation_prompt=True, **self._kw())
-        return text, encode(self.tokenizer, text)
+
+        def with_task(content: str) -> str:
+            msgs = [{"role": "system", "content": system}, {"role": "user", "content": content}]
+            return render(self.tokenizer, msgs, add_generation_prompt=True, **self._kw())
+
+        text = with_task(task)
+        return text, encode_with_content(self.tokenizer, text, task, with_task)
 
     def observation_text(self, content: str) -> str:
         """Template text that follows a finished assistant turn (after its turn_end token) for one observation."""
@@ -73,7 +112,7 @@ class ChatFormat:
 
     def observation(self, content: str) -> tuple[str, list[int]]:
         text = self.observation_text(content)
-        return text, encode(self.tokenizer, text)
+        return text, encode_with_content(self.tokenizer, text, content, self.observation_text)
 
     def stop_ids(self, extra: list[str]) -> tuple[int, ...]:
         ids = [self.turn_end_id]
