@@ -366,15 +366,32 @@ def pytest_collection_finish(session):
     _check_test_code(session.items, config)
 
 
-def pytest_unconfigure(config):
-    if config is not _STATE.config or _KEY is None:
+def _tampered(state, found, own, mod):
+    """Whether the code under test changed this plugin's functions or state (see the limits: it can, but only by
+    naming this module, which it cannot know in advance)."""
+    changed = [n for n, f in own.items() if vars(mod).get(n) is not f]
+    return changed or vars(mod).get("_STATE") is not state or state.findings is not found
+
+
+_OWN = {}  # type: dict  # this module's functions, filled in at the end of the module
+
+
+def pytest_unconfigure(config, _state=_STATE, _found=_STATE.findings, _mod=sys.modules[__name__], _own=_OWN):
+    # defaults bind what this hook needs at import (pluggy passes only `config`): the module's globals may have
+    # been rebound by then, the objects pluggy registered and these defaults have not
+    if config is not _state.config or _KEY is None:
         return
     _check_framework("at the end")
     _check_plugins(config)
     _check_touched_modules()
-    body = {"tests": _STATE.tests, "asserts": _STATE.asserts, "findings": _STATE.findings}
+    if _tampered(_state, _found, _own, _mod):
+        _found.append("the trusted check itself was tampered with")
+    body = {"tests": _state.tests, "asserts": _state.asserts, "findings": _found}
     payload = json.dumps(body, sort_keys=True)
     mac = hmac.new(_KEY, payload.encode(), hashlib.sha256).hexdigest()
     out = os.path.join(_DIR, f"report-{os.getpid()}.json")
     with open(out, "w") as f:
         json.dump({"payload": payload, "mac": mac}, f)
+
+
+_OWN.update((n, f) for n, f in list(globals().items()) if isinstance(f, types.FunctionType))
