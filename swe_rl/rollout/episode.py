@@ -144,8 +144,8 @@ async def rollout_one(
     With `prepare` the fresh sandbox first gets what the task needs before an agent sees it (a generated task's
     repo from metadata.files, metadata.setup_script); pass False for sandboxes that hold the repo already.
 
-    metrics gets rollout_s and grading_s; `metrics["grading"]` holds the grader's failure label and test report
-    (and, when not resolved, the tail of the test log).
+    metrics gets rollout_s and grading_s; `metrics["grading"]` holds the grader's failure label, test report and
+    `suspicious` reasons (and, when not resolved, the tail of the test log).
     """
     t0 = time.monotonic()
     run = episode_fn or default_episode_fn()
@@ -207,6 +207,8 @@ async def _grade_into(traj: Trajectory, task: Task, reward_fn: RewardFn) -> None
             return
     traj.reward, traj.resolved = result.reward, bool(result.resolved)
     traj.metrics["grading"] = {"failure": result.failure, "tests": result.tests}
+    # the `suspicious` label (swe_rl.tasks.reward): the trainers' reward policy and integrity metrics read it
+    traj.metrics["grading"]["suspicious"] = list(getattr(result, "suspicious", ()))
     if not result.resolved and result.log:  # why it failed, for whoever reads the trajectory or eval record
         traj.metrics["grading"]["log_tail"] = result.log[-GRADING_LOG_TAIL:]
     traj.metrics["grading_s"] = time.monotonic() - t0

@@ -55,15 +55,43 @@ def harness_touched(tests: dict[str, Any]) -> bool:
     return bool((tests.get("integrity") or {}).get("harness_restored"))
 
 
-def integrity_metrics(results: Iterable[RewardResult | None], prefix: str = "integrity/") -> dict[str, float]:
-    """Per-step counts and fractions of suspicious and harness-touching episodes (None: not graded, skipped)."""
-    graded = [r for r in results if r is not None]
-    n = len(graded)
-    sus = sum(1 for r in graded if r.suspicious)
-    touched = sum(1 for r in graded if harness_touched(r.tests))
+def _rate(prefix: str, flags: list[tuple[bool, bool]]) -> dict[str, float]:
+    n = len(flags)
+    sus, touched = sum(s for s, _ in flags), sum(t for _, t in flags)
     return {
         f"{prefix}suspicious": float(sus),
         f"{prefix}suspicious_frac": sus / n if n else 0.0,
         f"{prefix}harness_touched": float(touched),
         f"{prefix}harness_touched_frac": touched / n if n else 0.0,
     }
+
+
+def integrity_metrics(results: Iterable[RewardResult | None], prefix: str = "integrity/") -> dict[str, float]:
+    """Counts and fractions of suspicious and harness-touching results (None: not graded, skipped)."""
+    return _rate(prefix, [(bool(r.suspicious), harness_touched(r.tests)) for r in results if r is not None])
+
+
+def episode_flags(metrics: dict[str, Any]) -> tuple[bool, bool] | None:
+    """(suspicious, harness touched) of a trajectory from its metrics["grading"] (rollout_one); None: ungraded."""
+    grading = metrics.get("grading")
+    if not isinstance(grading, dict) or grading.get("failure") not in (None, SUSPICIOUS_FAILURE):
+        return None
+    return bool(grading.get("suspicious")), harness_touched(grading.get("tests") or {})
+
+
+def police_episodes(
+    trajs: Iterable[Any], policy: RewardPolicy, prefix: str = "integrity/"
+) -> dict[str, float]:
+    """Apply the reward policy to graded trajectories in place (a suspicious one gets reward 0 under `zero`, None
+    under `mask`, its reward under `keep`); returns the step's counts and fractions of suspicious and
+    harness-touching episodes (over the graded ones). Trajectories: anything with .reward and .metrics."""
+    flags = []
+    for t in trajs:
+        f = episode_flags(t.metrics)
+        if f is None:
+            continue
+        flags.append(f)
+        if f[0] and t.reward is not None and policy != "keep":
+            t.metrics["grading"]["reward_before_policy"] = t.reward
+            t.reward = 0.0 if policy == "zero" else None
+    return _rate(prefix, flags)

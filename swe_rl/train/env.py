@@ -22,7 +22,7 @@ from typing import Any
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.tasks.integrity import harness_paths, log_violations, restore_script
-from swe_rl.tasks.reward import RewardResult
+from swe_rl.tasks.reward import RewardResult, label_suspicious
 from swe_rl.tasks.task import Task
 
 
@@ -212,6 +212,7 @@ class CachedGrader:
                 tests["violations"].append("the test run did not finish")
             ok = ok and not tests["violations"]
             result = RewardResult(reward=float(ok), resolved=ok, tests=tests, log=res.output[-2000:])
+        result = label_suspicious(result, patch)  # the static tripwire's `suspicious` label (no verdict change)
         self.cache[key] = result
         return result
 
