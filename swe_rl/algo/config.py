@@ -30,6 +30,9 @@ class RewardSpecConfig(StrictModel):
     # Infra failures (exit "error", reward None) are always invalid: masked and out of the baseline.
     unsubmitted: UnsubmittedRule = "zero"
     submitted: list[str] = ["submitted"]  # exit statuses that count as a submission
+    # episodes the grader labels `suspicious` (swe_rl.tasks.reward): "zero" = reward 0, "mask" = left out like an
+    # infra failure, "keep" = the graded reward (the label is still logged as integrity/* metrics)
+    suspicious: Literal["zero", "mask", "keep"] = "zero"
 
 
 class CompactFilterConfig(StrictModel):
