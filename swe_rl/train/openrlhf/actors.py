@@ -7,7 +7,8 @@ decorated, and that copy is what Ray exports to the workers; patching the class 
   chunked entropy inside OpenRLHF's own, packing-aware `return_entropy` path), as an explicit `ExactForward`;
 - `SweRlExperienceMaker`: unwraps `ExactForward` where upstream gathers the actor's results and runs the AEM
   seam around upstream's `compute_advantages_and_returns` (aem_seam.py);
-- `SweRlSamplesGenerator`: the dynamic filter sees each group's valid mean score (valid_groups.py);
+- `SweRlSamplesGenerator`: the dynamic filter sees each group's valid mean score (valid_groups.py), and each
+  sample carries its turns' action tokens for AEM's action span (aem_seam.attach_action_part);
 - `SweRlPPOTrainer` (sync), `SweRlTrainingActor` and `SweRlGenerateSamplesActor` (PPOTrainerAsync's two halves):
   upstream's trainers with our maker / samples generator.
 Importing this module imports OpenRLHF's trainer stack (DeepSpeed, vLLM): only the driver (launch.py) and the
@@ -29,7 +30,7 @@ from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 from openrlhf.trainer.ray import ppo_actor as _ppo_actor
 from torch import Tensor
 
-from swe_rl.train.openrlhf.aem_seam import advantages_with_seam
+from swe_rl.train.openrlhf.aem_seam import advantages_with_seam, attach_action_part
 from swe_rl.train.openrlhf.config import AemConfig
 from swe_rl.train.openrlhf.entropy_forward import ExactForward, exact_forward
 from swe_rl.train.openrlhf.valid_groups import impute_invalid_scores
@@ -118,6 +119,10 @@ def _valid_mean_scores(responses: list[dict], floor: float) -> list[dict]:
 class SweRlSamplesGenerator(SamplesGenerator):
     """Upstream's generator; with dynamic filtering on, each prompt group's responses pass through
     `impute_invalid_scores` (a zero-CPU Ray task) before upstream's filter reads their scores."""
+
+    def _process_response_into_experience(self, response, **generate_kwargs):
+        exp = super()._process_response_into_experience(response, **generate_kwargs)
+        return attach_action_part(exp, response, generate_kwargs.get("max_len", 2048))  # upstream's default
 
     def _dispatch_prompts_to_vllm(self, prompts, labels, *, images=None, **generate_kwargs):
         refs = super()._dispatch_prompts_to_vllm(prompts, labels, images=images, **generate_kwargs)

@@ -9,7 +9,10 @@ OpenRLHF has no hook for custom advantages; our experience maker (actors.py) ove
           compact-filtered samples get advantage 0, α diagnostics land in `experience.info` (→ wandb).
 Spans are the runs of 1 in `action_mask` (one agent turn each). Entropy: the exact (B, A) per-token entropy our
 policy forward returns beside the log-probs (passed in explicitly, one tensor per experience), or the
-sampled-token surprisal −log π(a) as a cheaper fallback.
+sampled-token surprisal −log π(a) as a cheaper fallback. With `entropy_span=action`, H̄ is the mean over each
+turn's action tokens only: the executor sends their ranges (`ACTION_RANGES_KEY`), our samples generator turns
+them into a (1, A) mask aligned with upstream's action mask (`attach_action_part`, info[ACTION_KEY]) and the seam
+pops it before anything logs info.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from swe_rl.algo.aem import aem_diagnostics, apply_aem, scope_labels
-from swe_rl.algo.spans import span_index, span_mean
+from swe_rl.algo.aem import aem_diagnostics, apply_aem, scope_labels, span_entropy
+from swe_rl.algo.spans import span_index
 from swe_rl.train.openrlhf.config import AemConfig
 from swe_rl.train.openrlhf.valid_groups import VALID_KEY, valid_only_advantages
 
@@ -29,12 +32,17 @@ FILTER_KEY = "swe_rl_compact_filtered"  # info key: 1 = episode hit max steps / 
 MASKED_KEY = (
     "swe_rl_masked"  # info key: 1 = masked by the reward spec (unsubmitted: mask); reward 0 in the baseline
 )
+ACTION_RANGES_KEY = "swe_rl_action_ranges"  # response key: [start, end) of each turn's action tokens
+ACTION_KEY = "swe_rl_action_part"  # info key: (1, A) bool, 1 on action tokens; popped by the seam
 __all__ = [
+    "ACTION_KEY",
+    "ACTION_RANGES_KEY",
     "FILTER_KEY",
     "MASKED_KEY",
     "VALID_KEY",
     "EntropyMissingError",
     "advantages_with_seam",
+    "attach_action_part",
     "modulate_experiences",
 ]
 
@@ -67,6 +75,34 @@ def _entropy(exp: Any, source: str, exact: Tensor | None) -> Tensor:
 
 def _pad_cat(tensors: Sequence[Tensor], width: int) -> Tensor:
     return torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1])) for t in tensors], 0)
+
+
+def attach_action_part(exp: Any, response: dict[str, Any], max_len: int) -> Any:
+    """After upstream's `_process_response_into_experience`: the response's action ranges as a (1, A) mask cut
+    and shifted exactly as upstream cuts its action mask (tokens [1, max_len)), in info[ACTION_KEY]."""
+    ranges = response.get(ACTION_RANGES_KEY)
+    if ranges is None:
+        return exp
+    part = torch.zeros(len(response["observation_tokens"]), dtype=torch.bool)
+    for start, end in ranges:
+        part[start:end] = True
+    exp.info[ACTION_KEY] = part[1:max_len].unsqueeze(0)
+    return exp
+
+
+def _action_part(experiences: list[Any], width: int, cfg: AemConfig) -> Tensor | None:
+    """(N, Amax) action-token mask for entropy_span=action (None for response); always pops ACTION_KEY."""
+    parts = [e.info.pop(ACTION_KEY, None) for e in experiences]
+    if not (cfg.enabled and cfg.entropy_span == "action"):
+        return None
+    if any(p is None or p.shape != e.action_mask.shape for p, e in zip(parts, experiences, strict=True)):
+        raise ValueError(
+            f"aem.entropy_span=action: every experience needs info[{ACTION_KEY!r}] shaped like its action_mask "
+            f"(the executor's {ACTION_RANGES_KEY!r}, attached by SweRlSamplesGenerator)"
+        )
+    return _pad_cat(
+        [p.float() * e.action_mask.float() for p, e in zip(parts, experiences, strict=True)], width
+    )
 
 
 def zero_filtered_rewards(experiences: Sequence[Any], cfg: AemConfig) -> None:
@@ -116,6 +152,7 @@ def modulate_experiences(
     adv = adv * keep[:, None].to(adv.dtype)
 
     diag: dict[str, float] = {}
+    action = _action_part(experiences, width, cfg)
     idx = span_index(mask)
     alpha = torch.ones(idx.num_spans)
     if cfg.enabled and idx.num_spans:
@@ -130,9 +167,10 @@ def modulate_experiences(
         labels = scope_labels(cfg.scope, span_group, idx.traj)
         span_valid = keep[idx.traj]
         adv, alpha = apply_aem(
-            adv, ent, idx, labels, span_valid, lam=cfg.lam, min_range=cfg.min_range, reverse=cfg.reverse
-        )
-        h = span_mean(ent, idx)
+            adv, ent, idx, labels, span_valid, lam=cfg.lam, min_range=cfg.min_range, reverse=cfg.reverse,
+            action_mask=action,
+        )  # fmt: skip
+        h = span_entropy(ent, idx, action)
         span_adv = adv.sum(1)[idx.traj]  # sign of the sample's advantage for the correlation diagnostic
         diag = aem_diagnostics(alpha, h, span_group, span_adv, span_valid, min_range=cfg.min_range)
     _write_back(experiences, widths, adv, keep, alpha, idx, diag)
@@ -148,8 +186,9 @@ def _write_back(experiences, widths, adv, keep, alpha, idx, diag) -> None:
         "aem_num_spans": torch.bincount(idx.traj, minlength=n).float(),
         "swe_rl_adv_zeroed": (~keep).float(),
     }
-    for k, v in diag.items():  # batch-level values repeated per sample so they survive batching
-        per[f"aem_{k}"] = torch.full((n,), float(v))
+    # batch-level values repeated per sample so they survive batching (never over the per-sample α above)
+    for k, v in diag.items():
+        per.setdefault(f"aem_{k}", torch.full((n,), float(v)))
     start = 0
     for exp, w in zip(experiences, widths, strict=True):
         b = exp.action_mask.shape[0]

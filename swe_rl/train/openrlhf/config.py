@@ -109,6 +109,9 @@ class AemConfig(StrictModel):
     min_range: float = Field(default=0.1, ge=0)  # groups whose H̄ range is below this (nats) keep α = 1
     scope: Literal["group", "trajectory", "batch"] = "group"  # which spans are normalised together
     reverse: bool = False  # the paper's ablation w = exp(+λ·H̃)
+    # H̄ over the whole turn (the paper's) or only its action tokens (the tool call after any reasoning; the
+    # executor sends each turn's action range, swe_rl_action_ranges)
+    entropy_span: Literal["response", "action"] = "response"
     entropy_source: Literal["exact", "surprisal"] = "exact"  # exact: from the old-log-prob forward (chunked)
     entropy_chunk: int = Field(
         default=1024, ge=1

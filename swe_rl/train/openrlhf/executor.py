@@ -29,9 +29,9 @@ from typing import Any
 
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
-from swe_rl.agent.trajectory import Trajectory, mask_runs
+from swe_rl.agent.trajectory import Trajectory, action_token_mask, mask_runs
 from swe_rl.policy.base import Completion, SamplingParams
-from swe_rl.train.openrlhf.aem_seam import FILTER_KEY, MASKED_KEY, VALID_KEY
+from swe_rl.train.openrlhf.aem_seam import ACTION_RANGES_KEY, FILTER_KEY, MASKED_KEY, VALID_KEY
 from swe_rl.train.openrlhf.config import AgentConfig
 from swe_rl.train.openrlhf.data import task_from_label
 
@@ -152,6 +152,7 @@ def trajectory_to_response(
         "scores": reward,  # dynamic filtering reads scores
         "observation_tokens": ids,
         "action_ranges": mask_runs(mask),
+        ACTION_RANGES_KEY: mask_runs(action_token_mask(mask, traj.action_starts)),  # AEM's action span
         "rollout_log_probs": lps if want_logprobs else None,
         "truncated": bool(traj.truncated),
         "extra_logs": _extra_logs(traj, error, masked),
