@@ -33,6 +33,7 @@ def eval_command(
     from swe_rl.config import load_config
     from swe_rl.evaluation.config import EvalConfig
     from swe_rl.evaluation.harness import run_eval
+    from swe_rl.policy.model_dir import check_policy_paths
 
     flags = {
         "name": name,
@@ -51,6 +52,7 @@ def eval_command(
     try:
         files: list[str | Path] = list(config)
         cfg = load_config(EvalConfig, files=files, overrides=[*extra, *(overrides or [])])
+        check_policy_paths(cfg.policy, "policy")  # a bad model folder: one line here, not a worker traceback
         report = run_eval(cfg)
     except (ConfigError, ValueError) as e:  # ConfigError, TaskLoadError: one message naming the input
         typer.echo(f"error: {e}", err=True)

@@ -69,8 +69,14 @@ def gateway_command(
 ) -> None:
     """OpenAI-compatible endpoint that records each agent session's tokens (base URL …/s/<session>/v1)."""
     from swe_rl.gateway.server import Gateway
+    from swe_rl.policy.model_dir import ModelPathError, check_model_dir
     from swe_rl.policy.tiny import load_tokenizer
 
+    try:  # the openai backend needs only the tokenizer here (the weights are served upstream)
+        check_model_dir(model, "--model", weights=backend != "openai", local_only=True)
+    except ModelPathError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
     policy = build_policy(backend, model, upstream, served_name)
     gw = Gateway(policy, load_tokenizer(model), model_name=served_name, host=host, port=port,
                  max_context_tokens=max_context, default_max_tokens=max_tokens)  # fmt: skip

@@ -37,9 +37,15 @@ def train_command(
     if dry_run:
         raise typer.BadParameter("--dry-run applies to --backend openrlhf only", param_hint="--dry-run")
     import swe_rl.experiments  # noqa: F401  (the CLI registers the experiment data sources: toy, decisions)
+    from swe_rl.config import ConfigError
+    from swe_rl.policy.model_dir import ModelPathError
     from swe_rl.train.run import train_command as run
 
-    run(list[str | Path](config), override, resume)
+    try:
+        run(list[str | Path](config), override, resume)
+    except (ConfigError, ModelPathError) as e:  # bad input: one message naming the field, no traceback
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
 
 
 def sft_command(config: list[str] = CONFIGS, override: list[str] = OVERRIDES) -> None:

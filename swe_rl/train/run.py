@@ -82,12 +82,13 @@ def load_policy_model(cfg: TrainConfig) -> tuple[Any, Any]:
     if cfg.model.init:
         from transformers import AutoModelForCausalLM
 
-        path = Path(cfg.model.init)
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(
-                f"model.init={cfg.model.init!r}: expected a HF model folder with config.json"
-            )
+        from swe_rl.policy.model_dir import check_model_dir
         from swe_rl.policy.tiny import load_tokenizer
+
+        path = Path(cfg.model.init)
+        check_model_dir(
+            cfg.model.init, "model.init", local_only=True
+        )  # one line (ModelPathError), no traceback
 
         tok = load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)

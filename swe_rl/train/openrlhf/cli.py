@@ -20,10 +20,16 @@ def run_from_files(
 ) -> int:
     """Load the recipe YAMLs + dotted overrides and launch (or print, with dry_run; or check, with preflight)."""
     from swe_rl.config import load_config
+    from swe_rl.policy.model_dir import ModelPathError, check_model_dir
     from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
     from swe_rl.train.openrlhf.launch import run_openrlhf
 
     cfg = load_config(OpenRLHFTrainConfig, files=list(config), overrides=list(overrides))
+    try:
+        check_model_dir(cfg.model.path, "model.path")  # a hub id passes; a local folder must be usable
+    except ModelPathError as e:
+        typer.echo(f"error: {e}", err=True)
+        return 2
     if preflight:
         from swe_rl.train.openrlhf.preflight import run_preflight
 
