@@ -181,3 +181,52 @@ def test_weights_version_sees_fused_optimizer_steps():
     model(torch.randn(2, 8)).sum().backward()
     opt.step()
     assert weights_version(model) != before
+
+
+@pytest.fixture(scope="module", params=["qwen25", "qwen3"])
+def qwen_policy_parts(request):
+    """A tiny random Qwen2/Qwen3 with the real 151,936-row embedding and the real tokenizer + chat template."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = request.getfixturevalue(f"{request.param}_tiny_model_dir")
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    return model, AutoTokenizer.from_pretrained(folder)
+
+
+async def test_real_vocabulary_logprobs_entropy_stops_and_prefix_reuse(qwen_policy_parts):
+    import math
+
+    model, tok = qwen_policy_parts
+    policy = HFLocalPolicy(model, tok, max_batch=8)
+    assert policy.pad_token_id == 151643  # Qwen pads with <|endoftext|>
+
+    def chat(user: str) -> list[int]:
+        msgs = [{"role": "system", "content": "S"}, {"role": "user", "content": user}]
+        text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        return tok(text, add_special_tokens=False)["input_ids"]
+
+    prompts = [chat("Fix add() in calc.py"), chat("<think> is text here? 你好 🦙")]
+    ends = (151645, 151643)
+    sp = SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=10, seed=4, stop_token_ids=ends)
+    outs = await asyncio.gather(*(policy.generate(p, sp) for p in prompts))
+    turn2 = [
+        p + c.token_ids + tok("\n<|im_start|>user\nobs<|im_end|>\n")["input_ids"]
+        for p, c in zip(prompts, outs, strict=True)
+    ]
+    outs2 = await asyncio.gather(*(policy.generate(p, sp) for p in turn2))
+    assert policy.kv_store.hits == 2  # turn 2 reused turn 1's K/V
+    for p, c in zip([*prompts, *turn2], [*outs, *outs2], strict=True):
+        lp, ent = reference(model, p, c.token_ids, 0.8)
+        assert torch.allclose(torch.tensor(c.logprobs), lp, atol=1e-4)
+        assert torch.allclose(torch.tensor(c.token_entropy), ent, atol=1e-4)
+        assert max(c.token_entropy) <= math.log(151_936) + 1e-4
+        assert all(t not in ends for t in c.token_ids[:-1])
+    greedy = await policy.generate(prompts[0], SamplingParams(temperature=0, max_new_tokens=6))
+    stop = greedy.token_ids[3]
+    cut = await policy.generate(
+        prompts[0], SamplingParams(temperature=0, max_new_tokens=6, stop_token_ids=(stop,))
+    )
+    assert (
+        cut.token_ids == greedy.token_ids[: greedy.token_ids.index(stop) + 1] and cut.finish_reason == "stop"
+    )
+    await policy.close()
