@@ -61,3 +61,22 @@ def test_policy_on_results_and_episodes():
     assert [t.reward for t in trajs] == [0.0, 1.0, None]  # the ungraded one is not counted
     assert m["integrity/suspicious"] == 1 and m["integrity/suspicious_frac"] == 0.5
     assert trajs[0].metrics["grading"]["reward_before_policy"] == 1.0
+
+
+def test_every_training_recipe_zeroes_suspicious_episodes():
+    """Written out in every recipe (not left to a default someone may change): built-in trainer recipes under
+    algo.reward, OpenRLHF recipes under agent."""
+    from pathlib import Path
+
+    import yaml
+
+    recipes = [*sorted(Path("configs/train").glob("*.yaml")), Path("configs/demo.yaml")]
+    found = {}
+    for path in recipes:
+        doc = yaml.safe_load(path.read_text())
+        algo = doc.get("algo") or (doc.get("train") or {}).get("algo") or {}
+        found[path.name] = (
+            (algo.get("reward") or {}).get("suspicious"),
+            (doc.get("agent") or {}).get("suspicious"),
+        )
+    assert len(found) >= 12 and all("zero" in v for v in found.values()), found

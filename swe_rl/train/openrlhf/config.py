@@ -133,6 +133,9 @@ class AgentConfig(StrictModel):
     # episodes that did not submit (format errors, truncations): "zero" = reward 0, trained on; "mask" = reward 0
     # in the group baseline, zero advantage; "grade" = the patch graded as is (legacy). As swe_rl.algo's reward spec.
     unsubmitted: Literal["zero", "mask", "grade"] = "zero"
+    # episodes the grader labels `suspicious` (swe_rl.tasks.reward): "zero" = reward 0, "mask" = reward 0 with zero
+    # advantage (swe_rl_masked), "keep" = the graded reward; logged as swe_rl_suspicious either way
+    suspicious: Literal["zero", "mask", "keep"] = "zero"
     loop: dict[str, Any] = {}  # more swe_rl.agent AgentConfig fields (action_format, max_new_tokens, ...)
 
     @model_validator(mode="after")

@@ -31,6 +31,7 @@ from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 from swe_rl.agent.trajectory import Trajectory, action_token_mask, mask_runs
 from swe_rl.policy.base import Completion, SamplingParams
+from swe_rl.tasks.reward import episode_flags
 from swe_rl.train.openrlhf.aem_seam import ACTION_RANGES_KEY, FILTER_KEY, MASKED_KEY, VALID_KEY
 from swe_rl.train.openrlhf.config import AgentConfig
 from swe_rl.train.openrlhf.data import task_from_label
@@ -110,7 +111,10 @@ def _extra_logs(traj: Trajectory | None, error: bool, masked: bool = False) -> d
     """The same keys for every sample (OpenRLHF concatenates info dicts key by key)."""
     t = traj or Trajectory(task_id="")
     valid = (not error) and t.reward is not None
+    flags = episode_flags(t.metrics) or (False, False)  # the grader's labels (swe_rl.tasks.reward)
     return {
+        "swe_rl_suspicious": float(flags[0]),  # per step: the fraction of suspicious episodes
+        "swe_rl_harness_touched": float(flags[1]),
         VALID_KEY: float(valid),
         FILTER_KEY: float(t.exit_status in COMPACT_FILTERED),
         MASKED_KEY: float(masked),
@@ -130,6 +134,7 @@ def trajectory_to_response(
     want_logprobs: bool,
     error: bool = False,
     unsubmitted: str = "zero",
+    suspicious: str = "zero",
 ) -> dict[str, Any]:
     """OpenRLHF's response dict (see SamplesGenerator._process_response_into_experience). `unsubmitted` is the
     reward rule for an episode that did not submit: zero (reward 0), mask (reward 0, zero advantage) or grade."""
@@ -143,6 +148,8 @@ def trajectory_to_response(
     if unsub:  # a patch left behind by a format error or a truncation earns nothing
         reward = 0.0
     masked = unsub and unsubmitted == "mask" and not error
+    if (episode_flags(traj.metrics) or (False, False))[0] and suspicious != "keep":  # the reward policy
+        reward, masked = 0.0, masked or (suspicious == "mask" and not error)
     return {
         "prompt": prompt,
         "label": label,
@@ -197,8 +204,9 @@ class AgentExecutor(MultiTurnAgentExecutor):
             async with self._admission():
                 traj = await instance.run(policy, hf_tokenizer, loop_cfg, self, next(self._sample_ids))
             return trajectory_to_response(
-                traj, prompt, label, hf_tokenizer, want_lp, unsubmitted=self.cfg.unsubmitted
-            )
+                traj, prompt, label, hf_tokenizer, want_lp, unsubmitted=self.cfg.unsubmitted,
+                suspicious=self.cfg.suspicious,
+            )  # fmt: skip
         except asyncio.CancelledError:
             raise
         except Exception:  # never crash the training step: a zero-advantage sample instead (logged)
