@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from rich.console import Console
+
+from swe_rl.experiments.demo_report import table_problems
 
 
 def lines_of(buf: io.StringIO) -> list[str]:
@@ -56,9 +59,14 @@ def test_demo_shows_rl_steps_held_out_and_micro_suite(tmp_path, capfd):
     assert any(ln.startswith("RL steps 1/1 · reward") and "held-out" in ln for ln in lines), lines
     # the episodes count up as they are graded, not only when the call returns
     assert any(ln.startswith("held-out greedy 1/2") for ln in lines), lines
+    # a phase's "N/N" line is its end only: no line per episode graded after the last one ended (issue 26)
+    for phase in ("held-out greedy", "held-out T=1", "rollouts"):
+        full = [ln for ln in lines if re.match(rf"{re.escape(phase)} (\d+)/\1 ", ln)]
+        assert full and all(ln.endswith("%)") for ln in full), full
     err = capfd.readouterr()
     assert "micro-suite evaluation" in err.out and "rollouts 1/1 · resolved" in err.err  # the harness's bar
-    assert report.is_file()
+    md = report.read_text()
+    assert "## What AEM did" in md and "What to expect" in md and table_problems(md) == []
 
 
 def test_sft_steps_show_the_loss(tmp_path):
