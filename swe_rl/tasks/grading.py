@@ -227,16 +227,18 @@ async def grade(
     *,
     timeout: float = EVAL_TIMEOUT,
     attempts: int = 2,
+    guards: bool = True,
 ) -> RewardResult:
     """Grade `patch` on `task` in a fresh sandbox. reward 1.0 resolved / 0.0 not / None infrastructure failure.
 
     A transient infrastructure failure (TRANSIENT_FAILURES) is graded again in a fresh sandbox, up to `attempts`
-    times in all; the log then starts with what the earlier attempts hit."""
+    times in all; the log then starts with what the earlier attempts hit. `guards=False` grades without the tree
+    and log guards of swe_rl.tasks.guard (bench/grading.py measures their cost; never for rewards)."""
     if attempts < 1:
         raise ValueError(f"attempts: expected at least 1, got {attempts}")
     earlier: list[str] = []
     while True:
-        result = await _grade_once(task, patch, sandbox_factory, timeout)
+        result = await _grade_once(task, patch, sandbox_factory, timeout, guards)
         if result.failure not in TRANSIENT_FAILURES or len(earlier) + 1 >= attempts:
             break
         earlier.append(f"[grading attempt {len(earlier) + 1}: {result.failure}]\n{result.log[-2000:]}")
@@ -247,23 +249,23 @@ async def grade(
 
 
 async def _grade_once(
-    task: Task, patch: str | None, sandbox_factory: SandboxFactory, timeout: float
+    task: Task, patch: str | None, sandbox_factory: SandboxFactory, timeout: float, guards: bool = True
 ) -> RewardResult:
     if patch is None:  # swebench: patch_is_None -> not resolved, nothing run
         return RewardResult(0.0, False, {"patch_is_None": True, "resolved": False}, "", None)
     try:
         async with sandbox_factory(task) as sb:
             await prepare_sandbox(sb, task)
-            g = await guard.before_patch(sb, task)
+            g = await guard.before_patch(sb, task) if guards else None
             applied, apply_log = (True, "") if not patch.strip() else await _apply_patch(sb, patch)
             if not applied:
                 tests = {"patch_exists": True, "patch_successfully_applied": False, "resolved": False}
                 return RewardResult(0.0, False, tests, _cap(apply_log), None)
-            integrity = await restore_harness(sb, task, g)
+            integrity = await restore_harness(sb, task, g) if g else {"violations": []}
             check = await trusted_check.install(sb, WORKDIR)
             log, timed_out = await _run_eval(sb, task, timeout, check.prefix, g)
             trusted = await trusted_check.collect(sb, check, log)
-            log, record = await g.read_back(sb, log)
+            log, record = await g.read_back(sb, log) if g else (log, None)
     except SandboxStartError as e:
         missing = await _image_missing(task)
         return _infra("image_missing" if missing else "sandbox_start_failed", str(e))
@@ -286,7 +288,7 @@ async def _grade_once(
     report["empty_patch"] = not patch.strip()
     if report.get("infra_failure"):
         return _infra(f"environment:{report.get('infra_failure_reason', 'unknown')}", log, report)
-    integrity["violations"] += _log_violations(task, log, record)
+    integrity["violations"] += _log_violations(task, log, record) if g else []
     report["integrity"] = integrity
     if integrity["violations"]:  # the log does not describe the run that happened: never a reward
         report["resolved"] = False

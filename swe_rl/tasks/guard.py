@@ -78,8 +78,8 @@ class Guard:
         return trusted_log(log, code), record
 
 
-async def _exec_ok(sb: Sandbox, cmd: str, what: str) -> None:
-    res = await sb.exec(cmd, cwd=WORKDIR, timeout=300)
+async def _exec_ok(sb: Sandbox, cmd: str, what: str, workdir: str = WORKDIR) -> None:
+    res = await sb.exec(cmd, cwd=workdir, timeout=300)
     if res.exit_code < 0:  # no exit status: the grading shell died (grading's eval_interrupted)
         from swe_rl.tasks.grading import _Interrupted
 
@@ -88,7 +88,7 @@ async def _exec_ok(sb: Sandbox, cmd: str, what: str) -> None:
         raise SandboxError(f"{what}: {res.output[-500:]}")
 
 
-async def before_patch(sb: Sandbox, task: Task) -> Guard:
+async def before_patch(sb: Sandbox, task: Task, workdir: str = WORKDIR) -> Guard:
     """Snapshot the tree before the patch; probe the image's shadow set when it is not cached (the pristine
     sandbox: nothing of the patch has run)."""
     g = Guard(secrets.token_hex(8), frozenset())
@@ -97,27 +97,27 @@ async def before_patch(sb: Sandbox, task: Task) -> Guard:
     cmd = snapshot_cmd(g.path("before"))
     if names is None:
         cmd += " && " + shadow.probe_cmd(g.path("shadow"))
-    await _exec_ok(sb, cmd, "could not list the tree before the patch")
+    await _exec_ok(sb, cmd, "could not list the tree before the patch", workdir)
     if names is None:
         names = shadow.parse_probe((await sb.read_file(g.path("shadow"))).decode(errors="replace"))
         shadow.store(key, names)
     return Guard(g.nonce, names)
 
 
-async def tree_changes(sb: Sandbox, task: Task, g: Guard) -> TreeChanges:
+async def tree_changes(sb: Sandbox, task: Task, g: Guard, workdir: str = WORKDIR) -> TreeChanges:
     """What the applied patch changed in the tree (compared with the snapshot before it)."""
-    base = task.base_commit or "HEAD"
-    await _exec_ok(
-        sb, changes_cmd(g.path("before"), g.path("after"), base, g.path("changes")), "could not list the tree"
-    )
+    cmd = changes_cmd(g.path("before"), g.path("after"), task.base_commit or "HEAD", g.path("changes"))
+    await _exec_ok(sb, cmd, "could not list the tree", workdir)
     return parse_changes(await sb.read_file(g.path("changes")))
 
 
-async def restore_after_patch(sb: Sandbox, task: Task, g: Guard) -> tuple[TreeChanges, list[str], list[str]]:
+async def restore_after_patch(
+    sb: Sandbox, task: Task, g: Guard, workdir: str = WORKDIR
+) -> tuple[TreeChanges, list[str], list[str]]:
     """Reset the harness files the patch touched to base + gold; (changes, restored paths, bytecode paths)."""
     from swe_rl.tasks.integrity import patched_paths
 
-    changes = await tree_changes(sb, task, g)
+    changes = await tree_changes(sb, task, g, workdir)
     paths = classify(changes.touched, g.shadow, changes.base_tops)
     if not paths:
         return changes, [], []
@@ -125,7 +125,7 @@ async def restore_after_patch(sb: Sandbox, task: Task, g: Guard) -> tuple[TreeCh
     if gold_paths:
         await sb.write_file(GOLD_FILE, task.patch)
     script = restore_script(paths, task.base_commit or "HEAD", GOLD_FILE, gold_paths)
-    await _exec_ok(sb, script, f"could not restore the test harness files {sorted(paths)[:20]}")
+    await _exec_ok(sb, script, f"could not restore the test harness files {sorted(paths)[:20]}", workdir)
     bytecode = sorted(p for p, k in paths.items() if k == "bytecode")
     return changes, sorted(paths), bytecode
 

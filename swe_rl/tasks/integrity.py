@@ -172,11 +172,35 @@ def restore_script(paths: dict[str, str], base: str, gold_file: str | None, gold
     return "\n".join(lines) + "\n"
 
 
+_NAME_LINE = re.compile(r"^(?:diff --git |--- |\+\+\+ |rename (?:from|to) |copy (?:from|to) )(.+)$", re.M)
+
+
+def _unquote(name: str) -> str:
+    if len(name) > 1 and name[0] == name[-1] == '"':
+        return name[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape", errors="replace")
+    return name
+
+
+def named_paths(patch: str | None) -> set[str]:
+    """Every path a patch could name in any spelling git apply or patch accepts (quoted, with or without a
+    prefix, traditional `---`/`+++` headers, renames, a trailing timestamp): over-approximated, for the official
+    grader's label, which never sees the tree."""
+    out: set[str] = set()
+    for rest in _NAME_LINE.findall(patch or ""):
+        fields = re.findall(r'"(?:[^"\\]|\\.)*"|\S+', rest.split("\t")[0])
+        for name in map(_unquote, fields):
+            out.update({name, name.split("/", 1)[-1]})
+    return out - {"/dev/null", "dev/null"}
+
+
 def untrusted_harness_paths(patch: str | None, gold: str | None) -> list[str]:
-    """Test-harness paths the patch touches that the gold patch does not: the official harness runs them as the
+    """Test-harness paths the patch names that the gold patch does not: the official harness runs them as the
     patch left them, so its verdict on such a patch is no evidence (`--grader official` labels it)."""
-    gold_paths = set(patched_paths(gold))
-    return sorted(p for p in harness_paths(patch) if p not in gold_paths)
+    gold_paths = named_paths(gold)
+    named = named_paths(patch) - gold_paths
+    harness = classify(sorted(named))
+    # report git apply's -p1 view of a prefixed name (a/conftest.py -> conftest.py) when that is a harness file too
+    return sorted({p.split("/", 1)[-1] if p.split("/", 1)[-1] in harness else p for p in harness})
 
 
 def check_official(result: Any, task: Any, patch: str | None) -> Any:

@@ -21,7 +21,8 @@ from typing import Any
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.trajectory import Trajectory
-from swe_rl.tasks.integrity import harness_paths, log_violations, restore_script
+from swe_rl.tasks import guard
+from swe_rl.tasks.integrity import log_violations
 from swe_rl.tasks.reward import RewardResult, label_suspicious
 from swe_rl.tasks.task import Task
 
@@ -189,32 +190,48 @@ class CachedGrader:
             return self.cache[key]
         self.misses += 1
         repo = self.slots.repo_dir
-        script = [_write_cmd("/tmp/.swe_rl_grade.diff", patch), f"cd {shlex.quote(repo)}"]
-        script.append("git apply /tmp/.swe_rl_grade.diff >/dev/null 2>&1 || { echo PATCH_FAILED; exit 0; }")
-        # the patch's conftest.py / pytest config / shadowing modules reset: the task's own test harness judges
-        script.append(restore_script(harness_paths(patch), "HEAD", None, []).strip() or "true")
         # the test files end by printing a fresh token: a run cut short (a patch that prints PASSED lines and
         # exits at import) does not print it
         done = f"swe-rl-tests-done-{secrets.token_hex(8)}"
-        for p, t in task.metadata.get("test_files", {}).items():
-            script.append(_write_cmd(f"{repo}/{p}", t.rstrip("\n") + f"\nprint({done!r})\n"))
-        script.append(task.eval_script)
+        script = [_write_cmd(f"{repo}/{p}", t.rstrip("\n") + f"\nprint({done!r})\n")
+                  for p, t in task.metadata.get("test_files", {}).items()]  # fmt: skip
         async with self.slots.lease(task) as box:
             t0 = asyncio.get_running_loop().time()
-            res = await box.exec(" && ".join(script[:2]) + " ; " + " ; ".join(script[2:]), timeout=60)
+            res = await self._run(box, task, patch, script)
         self.exec_s += asyncio.get_running_loop().time() - t0
         if res.timed_out:
             result = RewardResult(reward=0.0, resolved=False, log=res.output[-2000:], failure=None)
         else:
             ok, tests = _report(task, res.output)
-            tests["violations"] = log_violations(res.output, "parse_log_pytest")  # a tampered log: no reward
+            graded = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]  # only the graded tests' statuses count
+            tests["violations"] = log_violations(res.output, "parse_log_pytest", graded)  # a tampered log
             if task.metadata.get("test_files") and done not in res.output:
                 tests["violations"].append("the test run did not finish")
             ok = ok and not tests["violations"]
             result = RewardResult(reward=float(ok), resolved=ok, tests=tests, log=res.output[-2000:])
-        result = label_suspicious(result, patch)  # the static tripwire's `suspicious` label (no verdict change)
+        # the static tripwire's `suspicious` label (no verdict change)
+        result = label_suspicious(result, patch)
         self.cache[key] = result
         return result
+
+    async def _run(self, box: Any, task: Task, patch: str, test_files: list[str]) -> Any:
+        """Apply the patch under the tree guard, write the task's test files, run its eval script."""
+        repo = self.slots.repo_dir
+        if not await _apply_and_restore(box, task, patch, repo):
+            return await box.exec("echo PATCH_FAILED", timeout=60)
+        env = f"export PYTHONPYCACHEPREFIX=/tmp/.swe_rl_pycache_{secrets.token_hex(4)}; "
+        return await box.exec(env + " ; ".join([*test_files, task.eval_script]), cwd=repo, timeout=60)
+
+
+async def _apply_and_restore(box: Any, task: Task, patch: str, repo: str) -> bool:
+    """The grader's tree guard (swe_rl.tasks.guard) around `git apply`: harness files the patch touched, as the
+    tree shows them, reset to the task's; False when the patch does not apply."""
+    g = await guard.before_patch(box, task, repo)
+    cmd = _write_cmd("/tmp/.swe_rl_grade.diff", patch) + " && git apply /tmp/.swe_rl_grade.diff"
+    if (await box.exec(cmd, cwd=repo, timeout=60)).exit_code != 0:
+        return False
+    await guard.restore_after_patch(box, task, g, repo)
+    return True
 
 
 def demo_agent_config(prompts_dir: str, **overrides: Any) -> AgentConfig:

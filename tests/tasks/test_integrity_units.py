@@ -101,3 +101,15 @@ def test_without_a_record_only_graded_tests_count_and_exit_codes_are_the_scripts
     assert (
         log_violations(f"{START}FAILED tests/a.py::t\x0cPASSED tests/a.py::t\n{END}", "parse_log_sympy") == []
     )
+
+
+def test_official_grader_label_sees_every_spelling_of_a_harness_file():
+    """`--grader official` never sees the tree: its label reads the names a patch could mean in any spelling."""
+    from swe_rl.tasks.integrity import untrusted_harness_paths
+
+    spelled = sorted((Path(__file__).parent / "fixtures" / "exploits").glob("spelled_*.diff"))
+    assert len(spelled) >= 5
+    for path in spelled:
+        assert untrusted_harness_paths(path.read_text(), "") == ["conftest.py"], path.name
+    gold = "diff --git a/conftest.py b/conftest.py\n--- a/conftest.py\n+++ b/conftest.py\n"
+    assert untrusted_harness_paths(gold, gold) == []  # the gold's own harness change is the task's harness
