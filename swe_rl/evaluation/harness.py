@@ -83,6 +83,9 @@ def grading_record(traj: Trajectory, grader: str) -> dict[str, Any]:
         "failure": failure,
         "empty_patch": not traj.patch.strip(),
         "tests": g.get("tests", {}),
+        "suspicious": g.get(
+            "suspicious", []
+        ),  # the grader's reasons to suspect a reward hack (kept, labelled)
         **({"log_tail": g["log_tail"]} if g.get("log_tail") else {}),
     }
 

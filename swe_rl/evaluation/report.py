@@ -31,6 +31,9 @@ class Episode:
     tokens: int  # all tokens of the episode (prompt + policy + observations)
     policy_tokens: int
     failure: str | None  # infra failure label (grader's, or "episode_error")
+    suspicious: tuple[
+        str, ...
+    ] = ()  # why the grader suspects a reward hack (swe_rl.tasks.reward); kept, labelled
 
 
 def episode_from(traj: Trajectory, grading: dict[str, Any] | None, repo: str) -> Episode:
@@ -57,6 +60,7 @@ def episode_from(traj: Trajectory, grading: dict[str, Any] | None, repo: str) ->
         tokens=len(traj.token_ids),
         policy_tokens=sum(traj.loss_mask),
         failure=failure,
+        suspicious=tuple((grading or {}).get("suspicious") or ()),
     )
 
 
@@ -111,6 +115,12 @@ def build_report(episodes: list[Episode], n_runs: int, meta: dict[str, Any]) -> 
         "policy_tokens": _stats([e.policy_tokens for e in episodes]),
         "per_repo": dict(sorted(repos.items())),
         "per_instance_resolved": {i: per_instance[i][1] for i in instances},
+        # evaluation keeps a suspicious episode's verdict (reward policy `keep`) and lists it with its reasons
+        "suspicious": [
+            {"run": e.run, "instance_id": e.instance_id, "bucket": e.bucket, "reasons": list(e.suspicious)}
+            for e in episodes
+            if e.suspicious
+        ],
         "runs": runs,
     }
 
@@ -153,6 +163,15 @@ def report_markdown(report: dict[str, Any], plots: list[str]) -> str:
             "",
             "Infrastructure failures: "
             + ", ".join(f"{k} ×{v}" for k, v in report["infra_failure_labels"].items()),
+        ]
+    if report.get("suspicious"):
+        lines += [
+            "",
+            f"Suspicious episodes (reward hack suspected, verdict kept): {len(report['suspicious'])}",
+        ]
+        lines += [
+            f"- run {s['run']} {s['instance_id']} ({s['bucket']}): {'; '.join(s['reasons'])}"
+            for s in report["suspicious"]
         ]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]

@@ -145,7 +145,7 @@ def grade_command(
                 "empty"
                 if result is None
                 else (result.failure or ("resolved" if result.resolved else "unresolved"))
-            )
+            ) + (" (suspicious)" if result is not None and result.suspicious else "")
             bar.update(job, advance=1, last=f"{iid}: {status}")
 
         from swe_rl.tasks.grade_run import grade_predictions
@@ -158,7 +158,8 @@ def grade_command(
     typer.echo(
         f"resolved {summary['resolved_instances']}/{summary['total_instances']}  "
         f"unresolved {summary['unresolved_instances']}  empty {summary['empty_patch_instances']}  "
-        f"errors {summary['error_instances']} (infra {summary['infra_failure_instances']})  -> {out / 'summary.json'}"
+        f"errors {summary['error_instances']} (infra {summary['infra_failure_instances']})  "
+        f"suspicious {summary['suspicious_instances']}  -> {out / 'summary.json'}"
     )
 
 

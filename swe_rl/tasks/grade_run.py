@@ -74,7 +74,16 @@ def summarize(tasks: list[Task], preds: dict[str, dict], out: Path) -> dict[str,
     ids = {t.instance_id for t in tasks}
     sets: dict[str, set[str]] = {
         k: set()
-        for k in ("completed", "resolved", "unresolved", "empty_patch", "error", "incomplete", "infra")
+        for k in (
+            "completed",
+            "resolved",
+            "unresolved",
+            "empty_patch",
+            "error",
+            "incomplete",
+            "infra",
+            "suspicious",
+        )
     }
     reasons: dict[str, str] = {}
     for iid in sorted(ids):
@@ -90,6 +99,8 @@ def summarize(tasks: list[Task], preds: dict[str, dict], out: Path) -> dict[str,
             sets["completed"].add(iid)
             rep = json.loads(report.read_text())[iid]
             sets["resolved" if rep.get("resolved") else "unresolved"].add(iid)
+            if (rep.get("integrity") or {}).get("suspicious"):  # labelled, verdict kept (swe_rl.tasks.reward)
+                sets["suspicious"].add(iid)
         else:
             sets["error"].add(iid)
             if failure.is_file():
@@ -116,6 +127,8 @@ def summarize(tasks: list[Task], preds: dict[str, dict], out: Path) -> dict[str,
         "ambiguous_failure_ids": [],
         "failure_reasons": reasons,
         "error_ids": s["error"],
+        "suspicious_instances": len(s["suspicious"]),  # ours, beyond make_run_report's keys
+        "suspicious_ids": s["suspicious"],
         "schema_version": 2,
     }
 
@@ -172,7 +185,10 @@ async def gold_false_positives(
         async with sem:
             r = await grade(task, task.patch, factory, timeout=timeout)
         integrity = r.tests.get("integrity") or {}
-        reasons = [*integrity.get("violations", []), *(f"bytecode: {p}" for p in integrity.get("bytecode", []))]
+        reasons = [
+            *integrity.get("violations", []),
+            *(f"bytecode: {p}" for p in integrity.get("bytecode", [])),
+        ]
         reasons += [f"git_dir: {p}" for p in integrity.get("git_dir", [])] + list(r.suspicious)
         if not r.resolved:
             reasons.insert(0, f"not resolved (reward {r.reward}, failure {r.failure})")

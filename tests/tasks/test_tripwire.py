@@ -240,3 +240,41 @@ def test_scope_test_files_and_entry_points_are_left_alone():
     assert scan_patch(removed + deleted) == []
     quoted = '--- "a/pkg/\\303\\251.py"\n+++ "b/pkg/\\303\\251.py"\n@@ -1 +1 @@\n+sys.settrace(f)\n'
     assert [a.path for a in added_lines(quoted)] == ["pkg/é.py"] and scan_patch(quoted)
+
+
+@pytest.mark.docker
+def test_swe_rl_grade_reports_the_label(
+    tasks_micro_images, tasks_redteam, tmp_path, tasks_write_jsonl, monkeypatch
+):
+    """`swe-rl grade` (run from the repo root, as users do) keeps a suspicious patch's verdict and reports the
+    label: report.json's integrity.suspicious, summary.json's suspicious_ids, the last line of its output."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from swe_rl.cli import app
+
+    patch, _ = tasks_redteam(TASK, EXPLOITS["env_PYTEST_CURRENT_TEST"][0])
+    rows = [{"instance_id": TASK, "model_patch": patch, "model_name_or_path": "hacker"}]
+    preds = tasks_write_jsonl(tmp_path / "preds.jsonl", rows)
+    monkeypatch.chdir(Path(__file__).parents[2])
+    res = CliRunner().invoke(
+        app,
+        [
+            "grade",
+            "--tasks",
+            "micro",
+            "--predictions",
+            str(preds),
+            "--out",
+            str(tmp_path / "out"),
+            "--id",
+            TASK,
+        ],
+    )
+    assert res.exit_code == 0, res.output[-2000:]
+    report = json.loads((tmp_path / "out" / TASK / "report.json").read_text())[TASK]
+    assert report["resolved"] and "PYTEST_* environment" in report["integrity"]["suspicious"][0]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["suspicious_ids"] == [TASK] and summary["resolved_ids"] == [TASK]
+    assert "suspicious 1" in res.output
