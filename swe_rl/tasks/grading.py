@@ -228,17 +228,19 @@ async def grade(
     timeout: float = EVAL_TIMEOUT,
     attempts: int = 2,
     guards: bool = True,
+    detect: bool = True,
 ) -> RewardResult:
     """Grade `patch` on `task` in a fresh sandbox. reward 1.0 resolved / 0.0 not / None infrastructure failure.
 
     A transient infrastructure failure (TRANSIENT_FAILURES) is graded again in a fresh sandbox, up to `attempts`
     times in all; the log then starts with what the earlier attempts hit. `guards=False` grades without the tree
-    and log guards of swe_rl.tasks.guard (bench/grading.py measures their cost; never for rewards)."""
+    and log guards of swe_rl.tasks.guard, `detect=False` without the trusted check and the tripwire (no
+    `suspicious` label): bench/grading.py measures their cost; never for rewards."""
     if attempts < 1:
         raise ValueError(f"attempts: expected at least 1, got {attempts}")
     earlier: list[str] = []
     while True:
-        result = await _grade_once(task, patch, sandbox_factory, timeout, guards)
+        result = await _grade_once(task, patch, sandbox_factory, timeout, guards, detect)
         if result.failure not in TRANSIENT_FAILURES or len(earlier) + 1 >= attempts:
             break
         earlier.append(f"[grading attempt {len(earlier) + 1}: {result.failure}]\n{result.log[-2000:]}")
@@ -249,7 +251,12 @@ async def grade(
 
 
 async def _grade_once(
-    task: Task, patch: str | None, sandbox_factory: SandboxFactory, timeout: float, guards: bool = True
+    task: Task,
+    patch: str | None,
+    sandbox_factory: SandboxFactory,
+    timeout: float,
+    guards: bool = True,
+    detect: bool = True,
 ) -> RewardResult:
     if patch is None:  # swebench: patch_is_None -> not resolved, nothing run
         return RewardResult(0.0, False, {"patch_is_None": True, "resolved": False}, "", None)
@@ -262,9 +269,9 @@ async def _grade_once(
                 tests = {"patch_exists": True, "patch_successfully_applied": False, "resolved": False}
                 return RewardResult(0.0, False, tests, _cap(apply_log), None)
             integrity = await restore_harness(sb, task, g) if g else {"violations": []}
-            check = await trusted_check.install(sb, WORKDIR)
-            log, timed_out = await _run_eval(sb, task, timeout, check.prefix, g)
-            trusted = await trusted_check.collect(sb, check, log)
+            check = await trusted_check.install(sb, WORKDIR) if detect else None
+            log, timed_out = await _run_eval(sb, task, timeout, check.prefix if check else "", g)
+            trusted = await trusted_check.collect(sb, check, log) if check else []
             log, record = await g.read_back(sb, log) if g else (log, None)
     except SandboxStartError as e:
         missing = await _image_missing(task)
@@ -294,7 +301,8 @@ async def _grade_once(
         report["resolved"] = False
     resolved = bool(report["resolved"])
     result = RewardResult(1.0 if resolved else 0.0, resolved, report, _cap(log), None)
-    return label_suspicious(result, patch, trusted)  # detected, not prevented: the reward policy decides
+    # detected, not prevented: the reward policy decides what a suspicious result earns
+    return label_suspicious(result, patch, trusted) if detect else result
 
 
 def _log_violations(task: Task, log: str, record: dict[str, str] | None) -> list[str]:
