@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import time
 
 import pytest
 
@@ -51,8 +52,13 @@ async def test_timeout_kills_command_and_its_background_children(sbx_backend_con
             f"{300 + secrets.randbelow(600)}.{secrets.randbelow(1000):03d}",
             f"bg-flag-{secrets.token_hex(4)}",
         )
+        # the timeout must let `echo started` run first: scaled by a trivial command's round trip measured now
+        # (issue 27: on a loaded host a command had not run 0.84 s after its exec)
+        t0 = time.monotonic()
+        await sb.exec("true")
+        limit = max(1.0, 20 * (time.monotonic() - t0))
         r = await sb.exec(
-            f"(sleep {nap}; echo survived > /tmp/{flag}) & echo started; sleep {nap}", timeout=1
+            f"(sleep {nap}; echo survived > /tmp/{flag}) & echo started; sleep {nap}", timeout=limit
         )
         assert r.timed_out and r.exit_code in (124, 137) and "started" in r.output
         r = await sb.exec(
