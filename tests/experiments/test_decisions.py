@@ -194,7 +194,8 @@ def test_trainer_runs_on_decisions_through_build_env(start_dir):
     _, cfg = start_dir
     cfg = cfg.model_copy(deep=True)
     cfg.rollout.tasks_per_step = 8
-    cfg.algo = AlgoConfig.model_validate({"modulator": {"kind": "aem"}})
+    # the action span: the loop must hand the batch's action mask to the advantages (else a ValueError names it)
+    cfg.algo = AlgoConfig.model_validate({"modulator": {"kind": "aem", "aem": {"entropy_span": "action"}}})
     model, tok = load_policy_model(cfg)
     env = build_env(cfg, model, tok)
     assert all(t.metadata["split"] == "validation" for t in env.evaluator.tasks)
@@ -209,6 +210,54 @@ def test_trainer_runs_on_decisions_through_build_env(start_dir):
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     metrics = env.evaluator(2)
     assert 0 <= metrics["sampled_success"] <= 1 and "greedy_success" in metrics
+
+
+@pytest.mark.parametrize("reason_first", [True, False])
+def test_action_span_alpha_comes_from_the_decision_token(tok, reason_first):
+    """Issue 26: with reason-then-act turns the action is the decision (each turn's last token), so the trainer's
+    α under entropy_span=action is AEM's α of the decision-token entropies, unlike the whole-turn α; with
+    act-then-reason turns no action start is recorded, every turn counts whole and the two spans agree."""
+    from swe_rl.algo.aem import aem_coefficients
+    from swe_rl.train.batch import collate, token_logprobs_entropy
+    from swe_rl.train.objective import advantages
+
+    model = build_tiny_model(tok, size="tiny", seed=3)
+    trajs = D.DecisionRollouter(model, tok, reason_first=reason_first).rollout(
+        D.decision_tasks("train", 8), 4, 1
+    )
+    batch = collate(trajs, tok.pad_token_id)
+    assert batch.action_mask is not None
+    ends = [[b - 1 for _, b in (m["span"] for m in t.messages)] for t in trajs]
+    want = torch.zeros_like(batch.loss_mask)
+    for i, e in enumerate(ends):
+        want[i, e] = 1.0
+    assert torch.equal(batch.action_mask, want if reason_first else batch.loss_mask)
+    with torch.no_grad():
+        _, ent = token_logprobs_entropy(model, batch, chunk=16)
+    rewards = torch.tensor([1.0, 0.0] * 16)  # mixed groups, so every span has a nonzero advantage
+    groups = torch.arange(8).repeat_interleave(4)
+    valid, exits = torch.ones(32, dtype=torch.bool), [t.exit_status for t in trajs]
+
+    def adv(span: str) -> torch.Tensor:
+        # δ = 0: an untrained model's span entropies differ by less than the 0.1-nat range rule
+        cfg = AlgoConfig.model_validate({"modulator": {"kind": "aem", "aem": {"entropy_span": span, "min_range": 0.0}},
+                                         "reward": {"unsubmitted": "grade"}})  # fmt: skip
+        return advantages(
+            cfg, rewards, groups, valid, batch.loss_mask, ent, exits, action_mask=batch.action_mask
+        )[0]
+
+    a_resp, a_act = adv("response"), adv("action")
+    if not reason_first:
+        assert torch.equal(a_resp, a_act)
+        return
+    assert not torch.allclose(a_resp, a_act)
+    h = torch.stack([ent[i, e] for i, e in enumerate(ends)]).reshape(-1)  # (32 x 4 spans) decision entropies
+    alpha = aem_coefficients(h, groups.repeat_interleave(4), min_range=0.0)
+    base = advantages(AlgoConfig.model_validate({"reward": {"unsubmitted": "grade"}}), rewards, groups, valid,
+                      batch.loss_mask, ent, exits)[0]  # fmt: skip
+    got = torch.stack([a_act[i, e] for i, e in enumerate(ends)]).reshape(-1)
+    ref = torch.stack([base[i, e] for i, e in enumerate(ends)]).reshape(-1) * alpha
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6)
 
 
 def test_generated_source_refuses_a_validation_split(tmp_path):
