@@ -125,26 +125,33 @@ async def test_prompt_alone_over_context_limit(agent_repo, agent_sandbox, agent_
     assert traj.exit_status == "context_limit" and traj.metrics["steps"] == 0
 
 
-class SlowPolicy:
-    """Sleeps before answering (a policy slower than the wall-clock budget)."""
+class HangAfter:
+    """Answers its first `n` calls at once, then never: a policy stuck past any wall-clock budget."""
 
-    def __init__(self, inner, delay: float):
-        self.inner, self.delay = inner, delay
+    def __init__(self, inner, n: int):
+        self.inner, self.n, self.calls = inner, n, 0
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
-        await asyncio.sleep(self.delay)
+        self.calls += 1
+        if self.calls > self.n:
+            await asyncio.Event().wait()
         return await self.inner.generate(prompt_ids, sampling)
 
 
 async def test_wall_clock_timeout(agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer, agent_check):
     _, task = agent_repo
-    cfg = agent_cfg_for(agent_sandbox, max_wall_s=1.0)
     bash = format_action("execute_bash", {"command": "true"}, "xml")
-    traj = await run_episode(
-        task, agent_sandbox, SlowPolicy(ReplayPolicy(tiny_tokenizer, [bash]), 0.4), tiny_tokenizer, cfg
-    )
+    submit = format_action("submit", {}, "xml")
+    # The budget comes from this host's speed now (issue 27: a fixed 1 s with a 0.4 s policy raced setup on a
+    # loaded host): one bash step + submit, measured in this test, fits it three times over.
+    probe = ReplayPolicy(tiny_tokenizer, [bash, submit])
+    first = await run_episode(task, agent_sandbox, probe, tiny_tokenizer, agent_cfg_for(agent_sandbox))
+    assert first.exit_status == "submitted", first.exit_status
+    cfg = agent_cfg_for(agent_sandbox, max_wall_s=3 * first.metrics["wall_s"] + 0.5)
+    policy = HangAfter(ReplayPolicy(tiny_tokenizer, [bash]), 1)
+    traj = await run_episode(task, agent_sandbox, policy, tiny_tokenizer, cfg)
     assert traj.exit_status == "timeout" and traj.truncated
-    assert traj.metrics["steps"] >= 1
+    assert traj.metrics["steps"] == 1 and policy.calls == 2  # step 1 ran; the stuck 2nd call was cut off
     agent_check(traj, tiny_tokenizer)
 
 
