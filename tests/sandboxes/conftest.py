@@ -7,6 +7,7 @@ containers on the same engine at the same time.
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -50,6 +51,20 @@ def sbx_no_leaked_containers(request):
         return  # no engine: the docker tests were skipped (or failed loudly under CI)
     left = list_managed(client, owner_pid=os.getpid())
     assert not left, f"containers leaked by this test session: {[(c.name, c.status) for c in left]}"
+
+
+@pytest.fixture(scope="session")
+def sbx_scaled_timeout():
+    """`await sbx_scaled_timeout(sb, floor)`: `floor` seconds, or 20 round trips of a trivial command on `sb`
+    measured now when that is longer. For a timeout that must let a command start before it fires: on a loaded
+    host a command had not run 0.84 s after its exec (issue 27), so such a limit follows the host's speed."""
+
+    async def scaled(sb, floor: float) -> float:
+        t0 = time.monotonic()
+        await sb.exec("true")
+        return max(floor, 20 * (time.monotonic() - t0))
+
+    return scaled
 
 
 @pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])

@@ -72,13 +72,15 @@ async def test_background_process_outliving_its_command(sbx_cfg):
         assert (await sb.exec(wait_late)).output == "late\n"  # this time the child lived on
 
 
-async def test_stopped_inside_timeout_falls_back_to_client_deadline(sbx_cfg):
+async def test_stopped_inside_timeout_falls_back_to_client_deadline(sbx_cfg, sbx_scaled_timeout):
     cfg = sbx_cfg(kill_grace=0.2, client_grace=1.0)
     async with make_sandbox(cfg) as sb:
         await sb.exec("cd /tmp && export KEPT=yes")
         # freeze `timeout`; its own limit leaves the child bash time to start on a loaded machine (at 0.5 s the
-        # inside timeout once fired first: load 10 plus stress-ng, the command had not run after 0.84 s)
-        r = await sb.exec("kill -STOP $PPID; echo stopped-timeout; sleep 300", timeout=3)
+        # inside timeout once fired first: load 10 plus stress-ng, the command had not run after 0.84 s), so it
+        # is 3 s or 20 round trips of a trivial command measured now, whichever is longer
+        limit = await sbx_scaled_timeout(sb, 3.0)
+        r = await sb.exec("kill -STOP $PPID; echo stopped-timeout; sleep 300", timeout=limit)
         assert r.timed_out and r.exit_code == -1 and "stopped-timeout" in r.output
         r = await sb.exec("pwd; echo $KEPT; pgrep -c sleep")  # new shell, state restored, runaway gone
         assert r.output == "/tmp\nyes\n1\n", r.output  # the one sleep left is the container's TTL process
