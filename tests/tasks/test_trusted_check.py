@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
+from swe_rl.tasks.grade_run import gold_false_positives
 from swe_rl.tasks.grading import docker_factory, grade
 from swe_rl.tasks.reward import apply_policy
 from swe_rl.tasks.tripwire import scan_patch
 from swe_rl.tasks.trusted_check import TrustedCheck, findings, verify
-from swe_rl.tasks.trusted_check_gold import gold_false_positives
 
 TEXT, CALC = "swe-rl-micro__textkit-3", "swe-rl-micro__exprcalc-4"
 PY = sys.executable
@@ -182,7 +182,7 @@ async def test_trusted_check_flags_what_the_tripwire_cannot_see(tasks_micro_imag
 async def test_no_gold_patch_of_the_micro_suite_is_suspicious(tasks_micro_images):
     tasks = sorted(tasks_micro_images.values(), key=lambda t: t.instance_id)
     problems = await gold_false_positives(tasks, docker_factory(run_id="tasks-gold-fp"), workers=2)
-    assert len(problems) == 15 and not any(problems.values()), problems  # 0 false positives of 15
+    assert len(tasks) == 15 and problems == {}, problems  # 0 false positives of 15 (labels included)
 
 
 def test_reports_must_be_signed_and_a_pytest_run_must_leave_one():
