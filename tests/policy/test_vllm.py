@@ -2,7 +2,7 @@
 
 One engine per module (its start dominates: vLLM imports in two spawned processes). It follows an in-memory
 copy of the checkpoint (`model`), so a test that changes those weights sees them pushed into the engine; the
-fixture pushes the shipped weights back before every test. Runs in .venv-vllm (`make test-vllm`).
+fixture pushes the shipped weights back before every test. Runs in `make test-vllm`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 sandbox slots, real tests as rewards, torch training, weights pushed into the engine in place after every step.
 
 One engine for the module: each run attaches its own freshly loaded model to it (the push is the same in-place
-reload a run does after every step). Runs in .venv-vllm (`make test-vllm`).
+reload a run does after every step). Runs in `make test-vllm`.
 """
 
 from __future__ import annotations
