@@ -163,6 +163,19 @@ def summary_rows(rows: list[dict[str, Any]]) -> list[list[object]]:
     return out + _failure_rows(rows)
 
 
+def integrity_line(rows: list[dict[str, Any]]) -> str:
+    """Reward integrity over the run (issue 25): suspicious and harness-touching episodes, from integrity/*."""
+    train = [r for r in rows if "integrity/suspicious" in r]
+    if not train:
+        return "Reward integrity: not logged by this trainer."
+    sus = int(sum(r["integrity/suspicious"] for r in train))
+    touched = int(sum(r.get("integrity/harness_touched", 0) for r in train))
+    first = next((r["step"] for r in train if r["integrity/suspicious"]), None)
+    when = f", first at step {first}" if first is not None else ""
+    return (f"Reward integrity: {sus} suspicious episode(s){when} (rewarded per algo.reward.suspicious), "
+            f"{touched} that touched the test harness (reset by the grader), over {len(train)} steps.")  # fmt: skip
+
+
 def write_report(report_dir: Path, rows: list[dict[str, Any]], micro: dict[str, Any] | None, held_md: Path,
                  times: tuple[float, float, float]) -> Path:  # fmt: skip
     """report.md (+ PNG curves) in `report_dir`; `times`: SFT/load, RL + evaluation, total, in seconds."""
@@ -174,6 +187,7 @@ def write_report(report_dir: Path, rows: list[dict[str, Any]], micro: dict[str, 
     lines = ["# swe-rl demo report", "", *md_table(["", "before RL", "after RL"], summary_rows(rows)),
              "", f"Steps with held-out evaluation: {steps}", "",
              f"Time: SFT/load {t_sft / 60:.1f} min, RL + evaluation {t_rl / 60:.1f} min, total {t_all / 60:.1f} min.",
+             "", integrity_line(rows),
              "", f"Held-out episodes report (evaluation harness format): {held_md.relative_to(report_dir)}",
              *aem_section(rows)]  # fmt: skip
     if micro is not None:
