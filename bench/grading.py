@@ -1,6 +1,9 @@
 """Grading throughput: instances graded per minute by `swe-rl grade` with 1 and 2 workers (goal: 2 workers
 >= 1.8x one), and against swebench's official run_evaluation (2 workers) on the same gold predictions and the
-same local images. Baselines are measured in the same run. Usage: python bench/grading.py [--n 8]
+same local images; and the integrity guards' cost per grading (issue 25): each gold patch graded with no guards,
+with the tree/log guards (swe_rl.tasks.guard) and with those plus the detection layer (trusted check + tripwire),
+interleaved per instance, as ratios to the unguarded grading. Baselines are measured in the same run.
+Usage: python bench/grading.py [--n 8] [--only throughput|guards]
 """
 
 from __future__ import annotations
@@ -25,9 +28,59 @@ def _ours(tasks, preds, workers: int, out: Path) -> float:
     return dt
 
 
+GUARD_MODES = {
+    "none": (False, False),
+    "tree+log guards": (True, False),
+    "all (+ trusted check, tripwire)": (True, True),
+}
+
+
+def _guard_costs(tasks, rounds: int) -> dict[str, float]:
+    """Mean seconds per grading for each GUARD_MODES entry (one worker; modes interleaved per instance so that
+    load drift hits them alike); every gold patch must resolve with no suspicious label in every mode."""
+    from swe_rl.tasks.grading import docker_factory, grade
+
+    factory = docker_factory(run_id="bench-guards")
+    spent = dict.fromkeys(GUARD_MODES, 0.0)
+
+    async def run() -> None:
+        for _ in range(rounds):
+            for task in tasks:
+                for mode, (guards, detect) in GUARD_MODES.items():
+                    t0 = time.perf_counter()
+                    r = await grade(task, task.patch, factory, guards=guards, detect=detect)
+                    spent[mode] += time.perf_counter() - t0
+                    assert r.resolved and not r.suspicious, (task.instance_id, mode, r.failure, r.suspicious)
+
+    asyncio.run(run())
+    return {m: v / (rounds * len(tasks)) for m, v in spent.items()}
+
+
+def _tripwire_cost(tasks) -> float:
+    """Seconds per scan of a gold patch by the static tripwire (host CPU only)."""
+    from swe_rl.tasks.tripwire import scan_patch
+
+    t0 = time.perf_counter()
+    for _ in range(100):
+        for task in tasks:
+            scan_patch(task.patch)
+    return (time.perf_counter() - t0) / (100 * len(tasks))
+
+
+def guards_report(tasks, rounds: int) -> None:
+    costs = _guard_costs(tasks, rounds)
+    base = costs["none"]
+    print(f"guards' cost per grading ({len(tasks)} gold patches x {rounds} round(s), 1 worker):")
+    for mode, sec in costs.items():
+        print(f"  {mode:32s}: {sec:6.2f} s/grading  ratio {sec / base:.2f}x of no guards")
+    print(f"  tripwire alone: {_tripwire_cost(tasks) * 1e3:.2f} ms per patch scan")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=15, help="micro-suite instances to grade per configuration")
+    ap.add_argument("--only", choices=["throughput", "guards"], default=None, help="run one part only")
+    ap.add_argument("--rounds", type=int, default=1, help="guards part: passes over the instances")
     args = ap.parse_args()
 
     from swe_rl.tasks.grade_run import load_predictions
@@ -37,6 +90,10 @@ def main() -> None:
 
     build_task_images(MICRO_SUITE, workers=2)
     tasks = load_tasks("micro")[: args.n]
+    if args.only != "throughput":
+        guards_report(tasks, args.rounds)
+        if args.only == "guards":
+            return
     preds = load_predictions("gold", tasks)
     n = len(tasks)
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
