@@ -19,7 +19,9 @@ from typing import Any
 import typer
 
 
-def build_policy(backend: str, model_dir: Path, upstream: str, served_name: str) -> Any:
+def build_policy(
+    backend: str, model_dir: Path, upstream: str, served_name: str, max_context: int = 4096
+) -> Any:
     if backend == "hf":
         import torch
         from transformers import AutoModelForCausalLM
@@ -38,8 +40,25 @@ def build_policy(backend: str, model_dir: Path, upstream: str, served_name: str)
     if backend == "vllm":
         from swe_rl.policy.vllm import VLLMPolicy
 
-        return VLLMPolicy.start(str(model_dir))
+        return VLLMPolicy.start(str(model_dir), **vllm_overrides(max_context))
     raise typer.BadParameter(f"expected hf, openai or vllm, got {backend!r}", param_hint="--backend")
+
+
+def vllm_overrides(max_context: int) -> dict[str, Any]:
+    """The in-process engine serves the gateway's context (its own default is 2048 positions)."""
+    return {"max_model_len": int(max_context)}
+
+
+def template_kwargs_option(raw: str) -> dict[str, Any]:
+    try:
+        kw = json.loads(raw or "{}")
+    except ValueError as e:
+        raise typer.BadParameter(
+            f"expected a JSON object, got {raw!r} ({e})", param_hint="--chat-template-kwargs"
+        ) from None
+    if not isinstance(kw, dict):
+        raise typer.BadParameter(f"expected a JSON object, got {raw!r}", param_hint="--chat-template-kwargs")
+    return kw
 
 
 def write_sessions(gateway: Any, out: Path) -> int:
@@ -63,8 +82,18 @@ def gateway_command(
     served_name: str = typer.Option("swe-rl", "--name", help="model name reported and sent upstream"),
     host: str = typer.Option("127.0.0.1", "--host", help="bind address (loopback by default)"),
     port: int = typer.Option(8000, "--port", help="port (0 = any free one)"),
-    max_context: int = typer.Option(4096, "--max-context", help="prompt + completion tokens per call"),
+    max_context: int = typer.Option(
+        4096,
+        "--max-context",
+        help="prompt + completion tokens per call (also the vllm backend's max_model_len)",
+    ),
     max_tokens: int = typer.Option(512, "--max-tokens", help="completion tokens when a request sets none"),
+    template_kwargs: str = typer.Option(
+        "{}",
+        "--chat-template-kwargs",
+        help="JSON defaults for the chat template, e.g. '{\"enable_thinking\": false}' (a request's own "
+        "chat_template_kwargs win)",
+    ),
     out: Path = typer.Option(Path("gateway_sessions.jsonl"), "--out", help="sessions written here on exit"),
 ) -> None:
     """OpenAI-compatible endpoint that records each agent session's tokens (base URL …/s/<session>/v1)."""
@@ -77,9 +106,10 @@ def gateway_command(
     except ModelPathError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    policy = build_policy(backend, model, upstream, served_name)
+    kw = template_kwargs_option(template_kwargs)
+    policy = build_policy(backend, model, upstream, served_name, max_context)
     gw = Gateway(policy, load_tokenizer(model), model_name=served_name, host=host, port=port,
-                 max_context_tokens=max_context, default_max_tokens=max_tokens)  # fmt: skip
+                 max_context_tokens=max_context, default_max_tokens=max_tokens, template_kwargs=kw)  # fmt: skip
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with gw:

@@ -24,6 +24,8 @@ from swe_rl.gateway.session import Session
 from swe_rl.policy.base import Completion, Policy, SamplingParams
 from swe_rl.policy.openai_server import PolicyServer
 
+DEFAULT_EXTRA_STOP = "<|endoftext|>"  # Qwen's end-of-text: ends a reply like the turn end does
+
 
 class RequestError(ValueError):
     def __init__(self, message: str, code: str = "invalid_request_error", status: int = 400):
@@ -75,10 +77,7 @@ class Gateway(PolicyServer):
             raise RequestError(f"the prompt has {prompt_len} tokens, the context holds {self.max_context_tokens}",
                                code="context_length_exceeded")  # fmt: skip
         want = body.get("max_completion_tokens") or body.get("max_tokens") or self.default_max_tokens
-        stops = [self.turn_end_token]
-        extra = body.get("stop") or []
-        stops += [extra] if isinstance(extra, str) else list(extra)
-        stop_ids = {ids[0] for s in stops if len(ids := encode(self.tokenizer, s)) == 1}
+        stop_ids = self._stop_ids(body.get("stop") or [])
         stop_ids |= {int(t) for t in body.get("stop_token_ids") or ()}
         temperature = body.get("temperature")
         return SamplingParams(
@@ -88,6 +87,23 @@ class Gateway(PolicyServer):
             stop_token_ids=tuple(sorted(stop_ids)),
             seed=body.get("seed"),
         )
+
+    def _stop_ids(self, requested: str | list[str]) -> set[int]:
+        """The turn end and `<|endoftext|>` (Qwen's other end of text) always stop; a requested stop string must be
+        one token of this tokenizer (the policies stop on token ids): a longer one is refused, never dropped."""
+        ids = {encode(self.tokenizer, self.turn_end_token)[0]}
+        eot = encode(self.tokenizer, DEFAULT_EXTRA_STOP)
+        if len(eot) == 1 and self.tokenizer.decode(eot) == DEFAULT_EXTRA_STOP:
+            ids.add(eot[0])
+        for stop in [requested] if isinstance(requested, str) else list(requested):
+            toks = encode(self.tokenizer, str(stop))
+            if len(toks) != 1:
+                raise RequestError(
+                    f"stop: {stop!r} is {len(toks)} tokens for this tokenizer; the gateway stops on single "
+                    "tokens only (send a one-token stop string or stop_token_ids)", code="unsupported_stop"
+                )  # fmt: skip
+            ids.add(toks[0])
+        return ids
 
     def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Completion:
         import asyncio
@@ -100,9 +116,12 @@ class Gateway(PolicyServer):
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise RequestError("messages: expected a non-empty list of message objects")
+        kw = body.get("chat_template_kwargs") or {}
+        if not isinstance(kw, dict):
+            raise RequestError('chat_template_kwargs: expected an object, e.g. {"enable_thinking": false}')
         sess = self.session(session_id)
         with sess.lock:  # one call at a time per session: the next prompt depends on this one's reply
-            ids, mask, lps, plan = sess.prompt_for(messages, body.get("tools"))
+            ids, mask, lps, plan = sess.prompt_for(messages, body.get("tools"), kw)
             c = self._generate(ids, self._sampling(body, len(ids)))
             call = sess.record(plan, (ids, mask, lps), c)
         message: dict[str, Any] = {"role": "assistant", "content": call.reply}

@@ -31,7 +31,8 @@ def normalize(message: dict[str, Any]) -> dict[str, Any]:
     if message.get("tool_calls"):
         out["tool_calls"] = [
             {"id": tc.get("id"), "type": "function", "function": {
-                "name": (tc.get("function") or {}).get("name"), "arguments": (tc.get("function") or {}).get("arguments")}}
+                "name": (tc.get("function") or {}).get("name"),
+                "arguments": _arguments_object((tc.get("function") or {}).get("arguments"))}}
             for tc in message["tool_calls"]
         ]  # fmt: skip
     for key in ("tool_call_id", "name"):
@@ -40,12 +41,42 @@ def normalize(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _arguments_object(args: Any) -> Any:
+    """OpenAI sends `arguments` as a JSON string; the templates want the object (Qwen2.5 renders it with `tojson`,
+    so a string would be encoded twice and every re-render would drift). Not a JSON object: kept as is."""
+    if isinstance(args, str):
+        try:
+            obj = json.loads(args)
+        except ValueError:
+            return args
+        return obj if isinstance(obj, dict) else args
+    return args
+
+
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+def split_reasoning(text: str) -> tuple[str, str]:
+    """(reasoning, answer): the answer is what follows the last `</think>`; a reply whose `<think>` never closes
+    was cut while reasoning and has no answer (as rLLM treats it); no think block: all answer."""
+    if "</think>" in text:
+        cut = text.rindex("</think>") + len("</think>")
+        return text[:cut], text[cut:]
+    if "<think>" in text:
+        return text, ""
+    return "", text
 
 
 def split_tool_calls(text: str, id_prefix: str) -> tuple[str, list[dict[str, Any]]]:
     """Hermes-style `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks of a reply -> (the text
-    outside them, OpenAI tool calls). A block that is not such JSON stays in the text."""
+    outside them, OpenAI tool calls). A block that is not such JSON stays in the text. Only the answer counts:
+    a call drafted inside `<think>` (or in a think block cut short) is reasoning, never a tool call."""
+    reasoning, text = split_reasoning(text)
+    rest, calls = _split_answer(text, id_prefix)
+    return (reasoning + rest if calls else reasoning + text), calls
+
+
+def _split_answer(text: str, id_prefix: str) -> tuple[str, list[dict[str, Any]]]:
     calls: list[dict[str, Any]] = []
 
     def take(m: re.Match) -> str:
@@ -81,6 +112,7 @@ class Call:
     tool_calls: list[dict[str, Any]] = field(
         default_factory=list
     )  # parsed from the reply when tools were offered
+    template_kwargs: dict[str, Any] = field(default_factory=dict)  # the request's chat_template_kwargs
 
     @property
     def reply_message(self) -> dict[str, Any]:
@@ -121,25 +153,30 @@ class Session:
         self.lock = threading.Lock()
 
     # --- building prompts --------------------------------------------------------------------------------------
-    def _kw(self, tools: list[dict[str, Any]] | None) -> dict[str, Any]:
-        return {**self.kw, "tools": tools} if tools else dict(self.kw)
+    def _kw(self, tools: list[dict[str, Any]] | None, kw: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Template kwargs of one call: the gateway's defaults, the request's chat_template_kwargs, the tools."""
+        base = {**self.kw, **(kw or {})}
+        return {**base, "tools": tools} if tools else base
 
-    def delta_text(self, new: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
+    def delta_text(self, new: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                   kw: dict[str, Any] | None = None) -> str:  # fmt: skip
         """Template text after a finished assistant turn (after its turn-end token) for the messages `new`."""
         msgs = [{"role": "user", "content": "task"}, {"role": "assistant", "content": _SENTINEL}, *new]
-        full = render(self.tokenizer, msgs, add_generation_prompt=True, **self._kw(tools))
+        full = render(self.tokenizer, msgs, add_generation_prompt=True, **self._kw(tools, kw))
         marker = _SENTINEL + self.turn_end_token
         cut = full.find(marker)
         if cut < 0:
             raise ValueError(f"the chat template does not end an assistant turn with {self.turn_end_token!r}")
         return full[cut + len(marker) :]
 
-    def _parent_of(self, msgs: list[dict[str, Any]], tools: Any) -> tuple[int | None, str]:
+    def _parent_of(
+        self, msgs: list[dict[str, Any]], tools: Any, kw: dict[str, Any]
+    ) -> tuple[int | None, str]:
         """(call this request extends, how): 'extends' = its messages + reply are a prefix of msgs, 'retry' =
         the same messages again (the reply was discarded), 'fresh' = neither (or other tools)."""
         for i in range(len(self.calls) - 1, -1, -1):
             c = self.calls[i]
-            if c.tools != tools:
+            if c.tools != tools or c.template_kwargs != kw:
                 continue
             seen = [*c.messages, c.reply_message]
             if len(msgs) > len(seen) and msgs[: len(seen)] == seen:
@@ -148,18 +185,22 @@ class Session:
                 return i, "retry"
         return None, "fresh"
 
-    def prompt_for(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    def prompt_for(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                   template_kwargs: dict[str, Any] | None = None
                    ) -> tuple[list[int], list[int], list[float], dict]:  # fmt: skip
-        """(prompt ids, their mask, their logprobs, plan) for a chat request; plan is passed back to `record`."""
+        """(prompt ids, their mask, their logprobs, plan) for a chat request; plan is passed back to `record`.
+        `template_kwargs`: the request's chat_template_kwargs (e.g. enable_thinking), over the gateway's."""
         msgs = [normalize(m) for m in messages]
         tools = tools or None
-        parent, how = self._parent_of(msgs, tools)
+        kw = dict(template_kwargs or {})
+        parent, how = self._parent_of(msgs, tools, kw)
         if how == "fresh":
-            text = render(self.tokenizer, msgs, add_generation_prompt=True, **self._kw(tools))
+            text = render(self.tokenizer, msgs, add_generation_prompt=True, **self._kw(tools, kw))
             ids = encode(self.tokenizer, text)
             if self.calls:
-                self.events.append(f"call {len(self.calls)}: {self._mismatch(msgs, tools)}")
-            return ids, [0] * len(ids), [0.0] * len(ids), {"msgs": msgs, "parent": None, "tools": tools}
+                self.events.append(f"call {len(self.calls)}: {self._mismatch(msgs, tools, kw)}")
+            plan0 = {"msgs": msgs, "parent": None, "tools": tools, "kw": kw}
+            return ids, [0] * len(ids), [0.0] * len(ids), plan0
         c = self.calls[parent]  # type: ignore[index]
         if how == "retry":
             self.events.append(f"call {len(self.calls)}: retry of call {parent} (its reply was discarded)")
@@ -168,6 +209,7 @@ class Session:
                 "parent": c.parent,
                 "retry": True,
                 "tools": tools,
+                "kw": kw,
             }  # the discarded call leaves the chain
             return list(c.prompt_ids), list(c.prompt_mask), list(c.prompt_logprobs), plan
         ids = c.prompt_ids + c.completion.token_ids
@@ -176,14 +218,16 @@ class Session:
         closed = not c.completion.token_ids or c.completion.token_ids[-1] != self.turn_end_id
         if closed:  # a reply cut by max_tokens: close the turn for the template (not a policy token)
             ids, mask, lps = [*ids, self.turn_end_id], [*mask, 0], [*lps, 0.0]
-        delta = encode(self.tokenizer, self.delta_text(msgs[len(c.messages) + 1 :], tools))
-        plan = {"msgs": msgs, "parent": parent, "closed_parent": closed, "tools": tools}
+        delta = encode(self.tokenizer, self.delta_text(msgs[len(c.messages) + 1 :], tools, kw))
+        plan = {"msgs": msgs, "parent": parent, "closed_parent": closed, "tools": tools, "kw": kw}
         return ids + delta, mask + [0] * len(delta), lps + [0.0] * len(delta), plan
 
-    def _mismatch(self, msgs: list[dict[str, Any]], tools: Any) -> str:
+    def _mismatch(self, msgs: list[dict[str, Any]], tools: Any, kw: dict[str, Any]) -> str:
         last = self.calls[-1]
         if last.tools != tools:
             return "the tool definitions changed (new segment)"
+        if last.template_kwargs != kw:
+            return "chat_template_kwargs changed (new segment)"
         seen = [*last.messages, last.reply_message]
         for k, (a, b) in enumerate(zip(seen, msgs, strict=False)):
             if a != b:
@@ -206,7 +250,7 @@ class Session:
         if plan.get("tools"):  # the agent offered tools: hand tool calls back as OpenAI tool_calls
             reply, calls = split_tool_calls(reply, f"call_{len(self.calls)}")
         call = Call(plan["msgs"], ids, mask, lps, completion, reply, plan["parent"], plan.get("retry", False),
-                    tools=plan.get("tools"), tool_calls=calls)  # fmt: skip
+                    tools=plan.get("tools"), tool_calls=calls, template_kwargs=plan.get("kw", {}))  # fmt: skip
         if plan.get("closed_parent"):
             self.calls[plan["parent"]].closed = True
         self.calls.append(call)
@@ -282,7 +326,9 @@ class Session:
         last = self.calls[chain[-1]]
         stream = last.prompt_ids + last.completion.token_ids
         convo = [*last.messages, last.reply_message]
-        text = render(self.tokenizer, convo, add_generation_prompt=False, **self._kw(last.tools))
+        text = render(
+            self.tokenizer, convo, add_generation_prompt=False, **self._kw(last.tools, last.template_kwargs)
+        )
         recorded = self.tokenizer.decode(stream, skip_special_tokens=False)
         tail = text[len(recorded) :] if text.startswith(recorded) else None
         rest = tail
