@@ -183,7 +183,8 @@ async def _run_eval(
     # to a file, read back whole: exec output is capped (head + tail) and the parser needs every result line;
     # a fresh name per run, so that no patch can know in advance where to write a fake log
     out = f"{EVAL_OUTPUT}_{secrets.token_hex(8)}.txt"
-    res = await sb.exec(f"{prefix} /bin/bash {EVAL_FILE} > {out} 2>&1", timeout=timeout)
+    collect = f" ; {g.collect_cmd}" if g else ""  # the guard's record, in the same exec
+    res = await sb.exec(f"{prefix} /bin/bash {EVAL_FILE} > {out} 2>&1{collect}", timeout=timeout)
     try:
         log = (await sb.read_file(out)).decode(errors="replace")
     except FileNotFoundError:  # the redirect never happened: the shell itself failed

@@ -14,12 +14,14 @@ Every per-grading file lives under /tmp with a fresh nonce, outside the reposito
 from __future__ import annotations
 
 import asyncio
+import base64
 import secrets
 from dataclasses import dataclass
 
 from sandboxes.base import Sandbox, SandboxError
 from swe_rl.tasks import shadow
 from swe_rl.tasks.integrity import (
+    TOPS_MARK,
     TreeChanges,
     changes_cmd,
     classify,
@@ -32,6 +34,7 @@ from swe_rl.tasks.task import Task
 
 WORKDIR = "/testbed"
 GOLD_FILE = "/tmp/swe_rl_gold.diff"  # the gold patch, when its hunks for test-harness files are re-applied
+INLINE_MAX = 48_000  # bytes of the change list returned in the exec's output (caps are 100 KB by default)
 _EXIT_ECHO = 'echo ">>>>> Test Exit Code: $SWEBENCH_TEST_EXIT_CODE"'  # swebench's record_test_exit_code line
 
 
@@ -60,25 +63,33 @@ class Guard:
         rc = f"printf '%s\\n' \"$SWEBENCH_TEST_EXIT_CODE\" > {self.path('rc')}"
         return script.replace(_EXIT_ECHO, f"{_EXIT_ECHO}\n{rc}", 1)
 
+    @property
+    def collect_cmd(self) -> str:
+        """Shell gathering the eval script's exit code and pytest's record into one file (run right after the
+        eval script, in the same exec: `read_back` then only reads it)."""
+        rc, junit = self.path("rc"), self.path("junit") + "/junit.xml"
+        return (
+            f"{{ cat {rc} 2>/dev/null; printf '\\0'; [ -f {junit} ] && {{ printf J; head -c {RECORD_MAX} {junit}; }};"
+            f" true; }} > {self.path('record')}"
+        )
+
     async def read_back(self, sb: Sandbox, log: str) -> tuple[str, dict[str, str] | None]:
         """(the log with the eval script's own exit code, pytest's record of the session or None)."""
-        rc, junit, out = self.path("rc"), self.path("junit") + "/junit.xml", self.path("record")
-        cmd = (
-            f"{{ cat {rc} 2>/dev/null; printf '\\0'; [ -f {junit} ] && {{ printf J; head -c {RECORD_MAX} {junit}; }};"
-            f" true; }} > {out}"
-        )
-        await sb.exec(cmd, timeout=120)
         try:
-            raw = (await sb.read_file(out)).decode("utf-8", errors="replace")
-        except FileNotFoundError:
-            return log, None
-        code_text, _, junit_text = raw.partition("\0")
+            raw = await sb.read_file(self.path("record"))
+        except FileNotFoundError:  # collect_cmd did not run with the eval script
+            await sb.exec(self.collect_cmd, timeout=120)
+            try:
+                raw = await sb.read_file(self.path("record"))
+            except FileNotFoundError:
+                return log, None
+        code_text, _, junit_text = raw.decode("utf-8", errors="replace").partition("\0")
         code = int(code_text.strip()) if code_text.strip().lstrip("-").isdigit() else None
         record = junit_outcomes(junit_text[1:]) if junit_text.startswith("J") else None
         return trusted_log(log, code), record
 
 
-async def _exec_ok(sb: Sandbox, cmd: str, what: str, workdir: str = WORKDIR) -> None:
+async def _exec_ok(sb: Sandbox, cmd: str, what: str, workdir: str = WORKDIR) -> str:
     res = await sb.exec(cmd, cwd=workdir, timeout=300)
     if res.exit_code < 0:  # no exit status: the grading shell died (grading's eval_interrupted)
         from swe_rl.tasks.grading import _Interrupted
@@ -86,6 +97,7 @@ async def _exec_ok(sb: Sandbox, cmd: str, what: str, workdir: str = WORKDIR) -> 
         raise _Interrupted(res.output)
     if res.exit_code != 0:
         raise SandboxError(f"{what}: {res.output[-500:]}")
+    return res.output
 
 
 async def before_patch(sb: Sandbox, task: Task, workdir: str = WORKDIR) -> Guard:
@@ -106,9 +118,16 @@ async def before_patch(sb: Sandbox, task: Task, workdir: str = WORKDIR) -> Guard
 
 async def tree_changes(sb: Sandbox, task: Task, g: Guard, workdir: str = WORKDIR) -> TreeChanges:
     """What the applied patch changed in the tree (compared with the snapshot before it)."""
-    cmd = changes_cmd(g.path("before"), g.path("after"), task.base_commit or "HEAD", g.path("changes"))
-    await _exec_ok(sb, cmd, "could not list the tree", workdir)
-    return parse_changes(await sb.read_file(g.path("changes")))
+    dest = g.path("changes")
+    cmd = changes_cmd(g.path("before"), g.path("after"), task.base_commit or "HEAD", dest)
+    # small lists come back base64 in the same exec (one round trip), big ones are read back as a file
+    inline = f'{{ [ "$(wc -c < {dest})" -le {INLINE_MAX} ] && base64 -w0 {dest}; true; }}'
+    out = await _exec_ok(sb, f"{cmd} && {inline}", "could not list the tree", workdir)
+    try:
+        raw = base64.b64decode(out.strip(), validate=True) if out.strip() else b""
+    except ValueError:
+        raw = b""
+    return parse_changes(raw if TOPS_MARK in raw else await sb.read_file(dest))
 
 
 async def restore_after_patch(
