@@ -144,8 +144,10 @@ class RaySandbox:
             if self.config.ray_address:
                 ray.init(address=self.config.ray_address, log_to_driver=False, configure_logging=False)
             else:  # a local Ray on this machine, advertising the sandbox resource (one-machine use and tests)
+                from sandboxes.raystart import init_local_ray
+
                 resources = {self.config.resource: self.config.local_slots} if self.config.resource else {}
-                ray.init(
+                init_local_ray(
                     resources=resources, include_dashboard=False, log_to_driver=False, configure_logging=False
                 )
         if self.config.resource and self.config.resource not in ray.cluster_resources():

@@ -146,7 +146,9 @@ def qwen3_tokenizer(qwen3_tokenizer_dir):
 def ray_local():
     import ray
 
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    from sandboxes.raystart import init_local_ray
+
+    if not ray.is_initialized():  # retried when Ray's fixed 30 s raylet wait runs out on a loaded host
+        init_local_ray(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()

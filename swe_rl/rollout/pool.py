@@ -40,7 +40,9 @@ def ensure_ray(cfg: PoolConfig) -> bool:
     if cfg.ray_address:
         ray.init(address=cfg.ray_address, log_to_driver=False, configure_logging=False)
     else:
-        ray.init(
+        from sandboxes.raystart import init_local_ray
+
+        init_local_ray(
             num_cpus=cfg.ray_num_cpus or os.cpu_count() or 1,
             resources={"sandbox": cfg.sandbox_slots},
             include_dashboard=False,

@@ -1,0 +1,61 @@
+"""init_local_ray: a local Ray start whose raylet misses Ray's fixed 30 s registration wait (a loaded host,
+issue 27) is shut down and tried again; other errors are raised at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandboxes.raystart import RAYLET_TIMEOUT, init_local_ray
+
+
+def test_the_message_and_the_fixed_wait_are_rays() -> None:
+    import ray
+
+    src = (Path(ray.__file__).parent / "_private" / "node.py").read_text()
+    # if an upgrade makes the wait configurable or rewords it, revisit sandboxes/raystart.py
+    assert RAYLET_TIMEOUT in src and "raylet_start_wait_time_s = 30" in src
+
+
+class FakeRayStart:
+    """A named fake of `ray.init` / `ray.shutdown`: a raylet that misses Ray's wait cannot be produced on demand
+    (on this shared host at load ~20 it happened by itself, twice in a row); the real start is what every
+    ray-marked test runs."""
+
+    def __init__(self, errors: list[Exception]):
+        self.errors, self.log = errors, []
+
+    def init(self, **kw):
+        self.log.append("init")
+        if self.errors:
+            raise self.errors.pop(0)
+
+    def shutdown(self):
+        self.log.append("shutdown")
+
+
+def test_a_raylet_timeout_is_retried_after_a_shutdown(monkeypatch) -> None:
+    import ray
+
+    fake = FakeRayStart([Exception(RAYLET_TIMEOUT + ". This could happen ..."), Exception(RAYLET_TIMEOUT)])
+    monkeypatch.setattr(ray, "init", fake.init)
+    monkeypatch.setattr(ray, "shutdown", fake.shutdown)
+    init_local_ray(num_cpus=1)
+    assert fake.log == ["init", "shutdown", "init", "shutdown", "init"]
+    fake = FakeRayStart([Exception(RAYLET_TIMEOUT)] * 3)  # every try times out: the last error is raised
+    monkeypatch.setattr(ray, "init", fake.init)
+    with pytest.raises(Exception, match=RAYLET_TIMEOUT):
+        init_local_ray(attempts=3, num_cpus=1)
+    assert fake.log.count("init") == 3
+
+
+def test_other_start_errors_are_raised_at_once(monkeypatch) -> None:
+    import ray
+
+    fake = FakeRayStart([ValueError("bad argument")])
+    monkeypatch.setattr(ray, "init", fake.init)
+    monkeypatch.setattr(ray, "shutdown", fake.shutdown)
+    with pytest.raises(ValueError, match="bad argument"):
+        init_local_ray(num_cpus=1)
+    assert fake.log == ["init"]
