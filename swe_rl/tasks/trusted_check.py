@@ -48,11 +48,13 @@ class TrustedCheck:
 
     @property
     def prefix(self) -> str:
-        """Shell assignments that enable the plugin for one command (kept: the image's own PYTHONPATH/ADDOPTS)."""
+        """Shell assignments that enable the plugin for one command (kept: the image's own PYTHONPATH/ADDOPTS).
+        PYTEST_PLUGINS loads it too when an eval script replaces PYTEST_ADDOPTS (pytest registers it once)."""
         addopts = f"-p {self.module} -o enable_assertion_pass_hook=true"
         return (
             f'PYTHONPATH="{self.dir}${{PYTHONPATH:+:$PYTHONPATH}}" '
-            f'PYTEST_ADDOPTS="{addopts} ${{PYTEST_ADDOPTS:-}}"'
+            f'PYTEST_ADDOPTS="{addopts} ${{PYTEST_ADDOPTS:-}}" '
+            f'PYTEST_PLUGINS="{self.module}${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}"'
         )
 
 

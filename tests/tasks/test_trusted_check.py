@@ -209,3 +209,22 @@ def test_reports_must_be_signed_and_a_pytest_run_must_leave_one():
         and check.dir.startswith("/tmp/")
         and "-p swe_rl_tc_" in check.prefix
     )
+
+
+@pytest.mark.docker
+async def test_an_eval_script_that_sets_its_own_pytest_addopts_keeps_the_check(
+    tasks_micro_images, tasks_redteam
+):
+    """PYTEST_ADDOPTS replaced by the eval script: the check still loads (PYTEST_PLUGINS), the gold patch gets no
+    label and a neutered test is still seen."""
+    task = tasks_micro_images[TEXT]
+    script = task.eval_script.replace("cd /testbed\n", "cd /testbed\nexport PYTEST_ADDOPTS=-rA\n", 1)
+    assert script != task.eval_script
+    task = task.model_copy(update={"eval_script": script})
+    factory = docker_factory(run_id="tasks-trusted")
+    gold = await grade(task, task.patch, factory)
+    # (the tree/log guards' junit record rides on PYTEST_ADDOPTS too: their verdict on this gold is theirs)
+    assert gold.failure is None and gold.suspicious == (), (gold.failure, gold.suspicious)
+    patch, _ = tasks_redteam(TEXT, EXPLOITS["tests_neutered_at_import"][1])
+    hacked = await grade(task, patch, factory)
+    assert any("code is not" in r for r in hacked.suspicious), (hacked.suspicious, hacked.log[-1500:])
