@@ -89,16 +89,27 @@ def setup_script(inst: Instance, reqs: bool) -> str:
         lines.append(f"{pip} {' '.join(shlex.quote(p) for p in spec['pip_packages'])}")
     if spec.get("install"):
         lines.append(spec["install"])
+    # as swebench's setup: what the install changed is committed, so the eval script's `git show` prints one
+    # small commit (not the whole source tree of the base commit) and `git diff` shows only the agent's edits
+    lines.append(
+        "git -c user.email=setup@swebench.config -c user.name=SWE-bench commit -q --allow-empty -am SWE-bench"
+    )
     return "\n".join(lines) + "\n"
 
 
-def dockerfile(base_image: str, pip_wheel: str, labels: dict[str, str]) -> str:
+def base_packages(wheels: Path) -> str:
+    """What a fresh conda env has besides python: pip, and setuptools/wheel when the wheelhouse holds them (old
+    repos import pkg_resources at run time; setuptools >= 81 no longer ships it: pick the wheelhouse's version)."""
+    return " ".join(["pip", *(n for n in ("setuptools", "wheel") if any(wheels.glob(f"{n}-*.whl")))])
+
+
+def dockerfile(base_image: str, pip_wheel: str, labels: dict[str, str], packages: str = "pip") -> str:
     label_line = " ".join(f'{k}="{v}"' for k, v in labels.items())
     return f"""FROM {base_image}
 COPY wheels/ {WHEELS_DIR}/
 COPY activate /opt/miniconda3/bin/activate
 RUN python3 -m venv --without-pip {ENV_DIR} \\
- && {ENV_DIR}/bin/python {WHEELS_DIR}/{pip_wheel}/pip install -q --no-index --find-links {WHEELS_DIR} pip
+ && {ENV_DIR}/bin/python {WHEELS_DIR}/{pip_wheel}/pip install -q --no-index --find-links {WHEELS_DIR} {packages}
 ENV PIP_NO_INDEX=1 PIP_FIND_LINKS={WHEELS_DIR} PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY requirements.txt /opt/swe-rl-requirements.txt
 COPY testbed/ {REPO_DIR}/
@@ -163,11 +174,11 @@ def stage(inst: Instance, inputs: Path, table: SpecTable, ctx: Path, base_image:
     reqs = _requirements(inst, inputs, table, ctx / "testbed")
     (ctx / "requirements.txt").write_text(reqs)
     (ctx / "setup.sh").write_text(setup_script(inst, bool(reqs)))
-    (ctx / "Dockerfile").write_text(dockerfile(base_image, pips[-1], {}))
+    (ctx / "Dockerfile").write_text(dockerfile(base_image, pips[-1], {}, base_packages(wheels)))
     digest = _digest(ctx, inst.source)
     labels = {INPUTS_LABEL: digest, BASE_COMMIT_LABEL: base, HISTORY_LABEL: base,
               "org.swe-rl.upstream-commit": str(inst.row.get("base_commit", ""))}  # fmt: skip
-    text = dockerfile(base_image, pips[-1], labels)
+    text = dockerfile(base_image, pips[-1], labels, base_packages(wheels))
     (ctx / "Dockerfile").write_text(text)
     return base, digest, text
 

@@ -10,7 +10,8 @@ Users on air-gapped clusters (and our tests, which cannot pull) supply an inputs
 
 The per-repo/version install specs (pre_install, packages, pip_packages, install, eval_commands, test_cmd) are
 swebench 4.1.0's MAP_REPO_VERSION_TO_SPECS, read from its wheel in the wheelhouse (5.x dropped the table). The
-image keeps SWE-bench's layout: the repo at /testbed (one commit: no history to leak), a venv at
+image keeps SWE-bench's layout: the repo at /testbed (the source as one root commit, then swebench's "SWE-bench"
+commit of what the install changed: no upstream history to leak), a venv (pip, setuptools, wheel) at
 /opt/miniconda3/envs/testbed and an /opt/miniconda3/bin/activate that makes the harness's
 `source /opt/miniconda3/bin/activate && conda activate testbed` work. It is built `--network none` on the
 project's Debian base image: ONE Python for every instance (bookworm's 3.11), whatever the spec's python says

@@ -7,6 +7,7 @@ checked. Without the directory every test here is skipped with one line saying w
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -49,6 +50,15 @@ def real_tasks(tmp_path_factory):
     from swe_rl.tasks.loaders import load_tasks
     from swe_rl.tasks.swebench_build import build_inputs
 
+    manifest = json.loads((Path(__file__).with_name("manifest.json")).read_text())["instances"]
+    for iid, entry in manifest.items():  # a listed instance must come with the very source we checked
+        src = INPUTS / "src" / f"{iid}.tar"
+        if iid in real_ids() and src.is_file():
+            digest = hashlib.sha256(src.read_bytes()).hexdigest()
+            assert digest == entry["source_tar_sha256"], (
+                f"{src}: sha256 {digest}, manifest.json expects "
+                f"{entry['source_tar_sha256']} (git archive --format=tar {entry['base_commit']} of {entry['repo']})"
+            )
     out = tmp_path_factory.mktemp("real") / "tasks.jsonl"
     results = build_inputs(INPUTS, out)
     failed = [f"{r.instance_id}: {r.error}" for r in results if r.status == "failed"]

@@ -60,7 +60,7 @@ def swe_rl(*args: str, timeout: int = 3000) -> str:
 def test_scripted_gold_resolves_every_instance_through_swe_rl_eval(real_tasks, tmp_path):
     rows, tasks = real_tasks
     swe_rl("eval", "-c", "configs/eval/micro.yaml", "--dataset", str(rows), "--name", "real-gold",
-           "--output-dir", str(tmp_path), "--backend", "local", "agent.max_steps=60",
+           "--output-dir", str(tmp_path), "--backend", "local", "agent.max_steps=60", "policy.test_command=git status",
            "agent.max_context_tokens=200000")  # fmt: skip
     report = json.loads((tmp_path / "real-gold" / "report" / "report.json").read_text())
     assert report["counts"]["infra_failure"] == 0 and report["episodes"] == len(tasks), report["counts"]

@@ -142,9 +142,9 @@ def test_build_grade_and_cache(inputs, tmp_path):
     ]
     layout = subprocess.run(["docker", "run", "--rm", "--network", "none", task.image, "bash", "-c",
                              "source /opt/miniconda3/bin/activate && conda activate testbed && which python "
-                             "&& python -c 'import tinydep' && git -C /testbed rev-parse HEAD "
-                             "&& git -C /testbed rev-list --all --count"], capture_output=True, text=True)  # fmt: skip
-    assert layout.stdout.split() == ["/opt/miniconda3/envs/testbed/bin/python", task.base_commit, "1"], (
+                             "&& python -c 'import tinydep' "
+                             "&& git -C /testbed rev-list --max-parents=0 HEAD && git -C /testbed rev-list --all --count"], capture_output=True, text=True)  # fmt: skip
+    assert layout.stdout.split() == ["/opt/miniconda3/envs/testbed/bin/python", task.base_commit, "2"], (
         layout.stderr
     )
     factory = docker_factory()
