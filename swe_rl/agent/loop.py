@@ -68,7 +68,8 @@ async def run_episode(
     t_start = time.monotonic()
     deadline = t_start + cfg.max_wall_s
     prompts = Prompts.load(cfg)
-    chat = ChatFormat(tokenizer, cfg.turn_end_token, cfg.obs_role, cfg.chat_template_kwargs)
+    system_prompt, template_kw = prompts.for_template(tokenizer, cfg.chat_template_kwargs)  # Hermes: tools=
+    chat = ChatFormat(tokenizer, cfg.turn_end_token, cfg.obs_role, template_kw)
     stop_ids = chat.stop_ids(cfg.extra_stop_tokens)
     traj = Trajectory(task_id=task.instance_id, sample_idx=sample_idx)
     ids, mask, logps = traj.token_ids, traj.loss_mask, traj.logprobs
@@ -105,11 +106,11 @@ async def run_episode(
         task_text = (
             prompts.task(task.problem_statement, cfg.repo_dir) + "\n" + prompts.step_note(cfg.max_steps + 1)
         )
-        prompt_text, prompt_ids = chat.prompt(prompts.system, task_text)
+        prompt_text, prompt_ids = chat.prompt(system_prompt, task_text)
         append(prompt_ids)
         traj.prompt_len = len(prompt_ids)
         traj.messages += [
-            {"role": "system", "content": prompts.system},
+            {"role": "system", "content": system_prompt},
             {"role": "user", "content": task_text, "span": [0, len(ids)], "text": prompt_text},
         ]
         max_ctx = await served_context(policy, cfg.max_context_tokens)

@@ -13,9 +13,11 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+from swe_rl.agent.chat import render
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.profiles import get_profile
 from swe_rl.agent.toolset import TOOL_SPECS, ToolSpec
@@ -43,6 +45,13 @@ def _r2e_prompts(path: str) -> tuple[str, str]:
             f"{field}: expected a YAML mapping with string keys system_prompt and instance_prompt"
         )
     return data["system_prompt"], data["instance_prompt"]
+
+
+def renders_tools(tokenizer: Any, tools: list[dict], template_kwargs: dict[str, Any]) -> bool:
+    """Whether the tokenizer's chat template renders a `tools` list (Qwen's do; the tiny ChatML one does not)."""
+    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    plain = render(tokenizer, msgs, add_generation_prompt=True, **template_kwargs)
+    return render(tokenizer, msgs, add_generation_prompt=True, tools=tools, **template_kwargs) != plain
 
 
 def fill(template: str, **values: str) -> str:
@@ -74,6 +83,7 @@ class Prompts:
     steps_remaining: str
     last_step: str
     token_warning: str
+    template_tools: list[dict] | None = None  # Hermes schemas for the chat template's own tools block
 
     @classmethod
     def load(cls, cfg: AgentConfig) -> Prompts:
@@ -83,18 +93,35 @@ class Prompts:
         task = _read(cfg.task_prompt_file, profile.task, "task_prompt_file")
         if cfg.prompt_config_file is not None:
             system_text, task = _r2e_prompts(cfg.prompt_config_file)
-        system = fill(
-            system_text,
-            tool_descriptions=describe_tools(profile.specs),
-            tools_json="\n".join(json.dumps(s.json_schema()) for s in profile.specs),
-        )
+        tools_json = "\n".join(json.dumps(s.json_schema()) for s in profile.specs)
+        template_tools: list[dict] | None = None
+        if cfg.action_format == "hermes" and "{tools_json}" not in system_text:
+            template_tools = [s.json_schema() for s in profile.specs]  # the template renders its own block
+        system = fill(system_text, tool_descriptions=describe_tools(profile.specs), tools_json=tools_json)
         notes = yaml.safe_load(_read(cfg.notes_file, "notes.yaml", "notes_file")) or {}
         missing = {"steps_remaining", "last_step", "token_warning"} - set(notes)
         if missing:
             raise ValueError(f"notes file: missing keys {sorted(missing)}")
         return cls(
-            system.strip(), task.strip(), notes["steps_remaining"], notes["last_step"], notes["token_warning"]
+            system.strip(),
+            task.strip(),
+            notes["steps_remaining"],
+            notes["last_step"],
+            notes["token_warning"],
+            template_tools,
         )
+
+    def for_template(self, tokenizer: Any, template_kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """(system prompt, chat template kwargs) for this tokenizer: Hermes tools go to the template (`tools=`),
+        which renders the model's own tools block; a template that ignores `tools` gets our block in the system
+        prompt instead (tools_hermes.md), so the model always sees the tools once."""
+        if not self.template_tools:
+            return self.system, dict(template_kwargs)
+        if renders_tools(tokenizer, self.template_tools, template_kwargs):
+            return self.system, {**template_kwargs, "tools": self.template_tools}
+        block = _read(None, "tools_hermes.md", "")
+        tools_json = "\n".join(json.dumps(t) for t in self.template_tools)
+        return self.system + "\n\n" + fill(block, tools_json=tools_json).strip(), dict(template_kwargs)
 
     def task(self, problem_statement: str, repo_dir: str) -> str:
         return fill(self.task_template, problem_statement=problem_statement.strip(), repo_dir=repo_dir)
