@@ -55,6 +55,12 @@ class AgentConfig(StrictModel):
     chat_template_kwargs: dict[str, Any] = Field(
         default_factory=dict
     )  # e.g. {enable_thinking: false} for Qwen3
+    # what the policy is fed each turn. stream: our token stream, never re-tokenized; earlier turns' <think> blocks
+    # stay in it (as rLLM trains and serves DeepSWE), while Qwen3's template drops them when it re-renders.
+    # rerender: the template's rendering of the conversation so far, as a chat server feeds the model (serving
+    # parity for evaluation); the trajectory still records the stream, whose logprobs then belong to other
+    # prompts, so train on stream episodes only.
+    history: Literal["stream", "rerender"] = "stream"
     turn_end_token: str = "<|im_end|>"  # closes an assistant turn; appended (mask 0) when generation was cut
     extra_stop_tokens: list[str] = Field(
         default_factory=lambda: ["<|endoftext|>"]

@@ -18,7 +18,7 @@ import traceback
 from typing import Any
 
 from sandboxes.base import Sandbox
-from swe_rl.agent.chat import ChatFormat
+from swe_rl.agent.chat import ChatFormat, encode, render
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.parsing import ParseError, parse_action
 from swe_rl.agent.patch import base_commit_of, get_patch
@@ -135,7 +135,12 @@ async def run_episode(
             )
             t0 = time.monotonic()
             try:
-                completion = await asyncio.wait_for(policy.generate(list(ids), sampling), timeout=wait)
+                fed = (
+                    list(ids)
+                    if cfg.history == "stream"
+                    else rerendered(tokenizer, traj.messages, template_kw)
+                )
+                completion = await asyncio.wait_for(policy.generate(fed, sampling), timeout=wait)
             except asyncio.TimeoutError:
                 timing["policy_s"] += time.monotonic() - t0
                 status = "timeout"
@@ -236,6 +241,12 @@ async def run_episode(
         traj.metrics.update({**counts, **timing, "wall_s": total, "loop_overhead_s": overhead})
         traj.metrics["policy_tokens"] = sum(mask)
     return traj
+
+
+def rerendered(tokenizer: Any, messages: list[dict[str, Any]], template_kw: dict[str, Any]) -> list[int]:
+    """history=rerender: the conversation so far rendered by the template in one go (a chat server's prompt)."""
+    convo = [{"role": m["role"], "content": m["content"]} for m in messages]
+    return encode(tokenizer, render(tokenizer, convo, add_generation_prompt=True, **template_kw))
 
 
 async def served_context(policy: Policy, requested: int) -> int:
