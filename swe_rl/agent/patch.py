@@ -38,7 +38,7 @@ _GIT_CFG = " ".join(f"-c {kv}" for kv in (
     "diff.srcPrefix=a/", "diff.dstPrefix=b/", "color.ui=false",
 ))  # fmt: skip
 _DIFF_FLAGS = (
-    "--cached --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames "
+    "--cached --binary --no-color --no-ext-diff --no-textconv --no-renames "
     "--src-prefix=a/ --dst-prefix=b/ -U3"
 )
 

@@ -5,7 +5,7 @@ order grading runs them:
     ...apply the patch...
     changes, restored, bytecode = await restore_after_patch(sb, task, g)   # harness files back to base + gold
     script = g.eval_script(spec.eval_script)   # + the eval script's own exit code to a file outside /testbed
-    sb.exec(f"{g.env} ... /bin/bash /eval.sh > out")   # no bytecode from the tree; pytest's record of the session
+    sb.exec(f"{g.env} ... /bin/bash /eval.sh > out")   # pytest's record of the session
     log, record = await g.read_back(sb, log)   # trusted exit code in the log; junit outcomes (or None)
 
 Every per-grading file lives under /tmp with a fresh nonce, outside the repository.
@@ -50,13 +50,11 @@ class Guard:
 
     @property
     def env(self) -> str:
-        """Shell exports for the eval script: bytecode cache outside the tree, pytest's junit record of the
-        outer session (kept: the image's own PYTEST_ADDOPTS)."""
+        """Shell exports for the eval script: pytest's junit record of the outer session (kept: the image's own
+        PYTEST_ADDOPTS). No PYTHONPYCACHEPREFIX: it would recompile every imported module on every run (1.8x the
+        grading time here); bytecode the patch brought is removed from the tree instead."""
         junit = self.path("junit") + "/junit.xml"
-        return (
-            f"export PYTHONPYCACHEPREFIX={self.path('pycache')}; "
-            f'export PYTEST_ADDOPTS="--junitxml={junit} ${{PYTEST_ADDOPTS:-}}"; '
-        )
+        return f'export PYTEST_ADDOPTS="--junitxml={junit} ${{PYTEST_ADDOPTS:-}}"; '
 
     def eval_script(self, script: str) -> str:
         """swebench's eval script, also writing the test command's exit status to a file outside /testbed."""

@@ -16,9 +16,9 @@ calls the same functions). The log side (what the outer pytest session reported)
    `*.egg`: an entry point in the `pytest11` group is a plugin pytest loads without a conftest), and new top-level
    modules (at the root or under `src/`) that shadow a module of the image: its standard library and every
    installed distribution, probed inside the image (swe_rl.tasks.shadow), minus the repo's own top-level names.
-3. Bytecode: every `.pyc`/`.pyo` or `__pycache__` file the patch added or changed is removed (reset, if the base
-   commit tracks it) and reported (`bytecode`); the test run itself reads bytecode from a cache outside the tree
-   (PYTHONPYCACHEPREFIX, set by the grader), and patches are written without bytecode (swe_rl.agent.patch).
+3. Bytecode: every `.pyc`/`.pyo` or `__pycache__` path the patch added or changed (a symlink included) is removed
+   (reset, if the base commit tracks it) and reported (`bytecode`), so the tests read only the image's own
+   bytecode; patches are written without bytecode (swe_rl.agent.patch).
 
 Findings go to `tests["integrity"]`: `harness_restored` (paths reset), `bytecode`, `git_dir` (structured, for the
 suspicious label and the metrics built on top) and `violations` (each makes the result unresolved).

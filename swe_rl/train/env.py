@@ -219,8 +219,7 @@ class CachedGrader:
         repo = self.slots.repo_dir
         if not await _apply_and_restore(box, task, patch, repo):
             return await box.exec("echo PATCH_FAILED", timeout=60)
-        env = f"export PYTHONPYCACHEPREFIX=/tmp/.swe_rl_pycache_{secrets.token_hex(4)}; "
-        return await box.exec(env + " ; ".join([*test_files, task.eval_script]), cwd=repo, timeout=60)
+        return await box.exec(" ; ".join([*test_files, task.eval_script]), cwd=repo, timeout=60)
 
 
 async def _apply_and_restore(box: Any, task: Task, patch: str, repo: str) -> bool:
