@@ -284,3 +284,14 @@ async def test_http_400_maximum_context_length_ends_as_context_limit(tiny_tokeni
     assert client.served_max_len is None
     assert traj.exit_status == "context_limit" and traj.truncated and traj.error is None
     assert traj.metrics["steps"] >= 2
+
+
+def test_sampling_top_k_min_p_and_extra_body_reach_the_request():
+    from swe_rl.agent.config import AgentConfig
+
+    cfg = AgentConfig(top_k=20, min_p=0.05, extra_body={"repetition_penalty": 1.05})
+    sp = SamplingParams(top_k=cfg.top_k, min_p=cfg.min_p, extra_body=tuple(cfg.extra_body.items()))
+    body = OpenAIPolicy("http://127.0.0.1:9/v1", "m").request_body([1, 2], sp)
+    assert body["top_k"] == 20 and body["min_p"] == 0.05 and body["repetition_penalty"] == 1.05
+    plain = OpenAIPolicy("http://127.0.0.1:9/v1", "m").request_body([1], SamplingParams())
+    assert "top_k" not in plain and "min_p" not in plain  # off by default: the server's own defaults apply
