@@ -139,8 +139,10 @@ def _load_scope():
     """The repository root and the repo paths the patch touched (written by the grader beside this file)."""
     try:
         with open(os.path.join(_DIR, "scope.json")) as f:
-            scope = json.load(f)
-        return os.path.abspath(scope["root"]), set(scope["touched"])
+            root = os.path.abspath(json.load(f)["root"])
+        with open(os.path.join(_DIR, "touched"), "rb") as f:
+            touched = {p.decode("utf-8", "replace") for p in f.read().split(b"\0") if p.strip()}
+        return root, touched
     except (OSError, ValueError, KeyError):
         return os.path.abspath(os.getcwd()), set()
 
