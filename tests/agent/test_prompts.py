@@ -7,10 +7,8 @@ from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.prompts import Prompts
 
 
-def test_hermes_tools_go_to_the_real_qwen_template(qwen25_tokenizer_dir):
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(qwen25_tokenizer_dir)
+def test_hermes_tools_go_to_the_real_qwen_template(qwen25_tokenizer):
+    tok = qwen25_tokenizer
     prompts = Prompts.load(AgentConfig(action_format="hermes"))
     system, kw = prompts.for_template(tok, {})
     assert "<tools>" not in system and [t["function"]["name"] for t in kw["tools"]] == [
@@ -46,14 +44,12 @@ class RecordingReplay:
 
 
 async def test_rerender_history_feeds_what_a_chat_server_would(
-    qwen3_tokenizer_dir, agent_sandbox, agent_cfg_for, agent_repo
+    qwen3_tokenizer, agent_sandbox, agent_cfg_for, agent_repo
 ):
-    from transformers import AutoTokenizer
-
     from swe_rl.agent.loop import run_episode
     from swe_rl.agent.parsing import format_action
 
-    tok = AutoTokenizer.from_pretrained(qwen3_tokenizer_dir)
+    tok = qwen3_tokenizer
     _, task = agent_repo
     think = "<think>\nsecret plan\n</think>\n\n"
     replies = [

@@ -10,8 +10,6 @@ import json
 import urllib.error
 import urllib.request
 
-import pytest
-
 from swe_rl.agent.chat import encode
 from swe_rl.gateway.session import Session
 from swe_rl.policy.base import Completion
@@ -20,20 +18,6 @@ BASH_TOOL = {"type": "function", "function": {"name": "bash", "description": "Ru
     "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}  # fmt: skip
 SYS = {"role": "system", "content": "You are an agent."}
 TASK = {"role": "user", "content": "Fix calc.py."}
-
-
-@pytest.fixture(scope="module")
-def qwen3_tok(qwen3_tokenizer_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(qwen3_tokenizer_dir)
-
-
-@pytest.fixture(scope="module")
-def qwen25_tok(qwen25_tokenizer_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(qwen25_tokenizer_dir)
 
 
 def _completion(tok, text: str) -> Completion:
@@ -46,19 +30,19 @@ def _call(sess: Session, messages, text: str, tools=None, kw=None):
     return sess.record(plan, (ids, mask, lps), _completion(sess.tokenizer, text))
 
 
-def test_calls_drafted_inside_think_are_not_tool_calls(qwen3_tok):
-    sess = Session("s", qwen3_tok)
+def test_calls_drafted_inside_think_are_not_tool_calls(qwen3_tokenizer):
+    sess = Session("s", qwen3_tokenizer)
     drafted = '<tool_call>\n{"name": "bash", "arguments": {"command": "rm -rf /testbed"}}\n</tool_call>'
     real = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>'
     call = _call(sess, [SYS, TASK], f"<think>\nMaybe {drafted}? No.\n</think>\n\n{real}", [BASH_TOOL])
     assert [c["function"]["arguments"] for c in call.tool_calls] == ['{"command": "ls"}']
     assert "rm -rf" in call.reply  # the reasoning stays in the content, not as a call
-    cut = _call(Session("t", qwen3_tok), [SYS, TASK], f"<think>\nFirst {drafted} then", [BASH_TOOL])
+    cut = _call(Session("t", qwen3_tokenizer), [SYS, TASK], f"<think>\nFirst {drafted} then", [BASH_TOOL])
     assert cut.tool_calls == []  # a reply cut while reasoning has no action
 
 
-def test_string_arguments_are_not_encoded_twice_when_qwen25_rerenders(qwen25_tok):
-    sess = Session("s", qwen25_tok)
+def test_string_arguments_are_not_encoded_twice_when_qwen25_rerenders(qwen25_tokenizer):
+    sess = Session("s", qwen25_tokenizer)
     raw = 'Listing.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>'
     call = _call(sess, [SYS, TASK], raw, [BASH_TOOL])
     back = {
@@ -73,14 +57,14 @@ def test_string_arguments_are_not_encoded_twice_when_qwen25_rerenders(qwen25_tok
     assert a.drift["text_match"] and a.drift["token_match"], a.drift  # no false drift
 
 
-def test_request_chat_template_kwargs_stops_and_endoftext_over_http(qwen3_tok):
+def test_request_chat_template_kwargs_stops_and_endoftext_over_http(qwen3_tokenizer):
     from swe_rl.gateway.cli import template_kwargs_option, vllm_overrides
     from swe_rl.gateway.server import Gateway
     from swe_rl.policy.scripted import ReplayPolicy
 
-    eot = qwen3_tok.convert_tokens_to_ids("<|endoftext|>")
+    eot = qwen3_tokenizer.convert_tokens_to_ids("<|endoftext|>")
     with Gateway(
-        ReplayPolicy(qwen3_tok, ["Done."]), qwen3_tok, template_kwargs={"enable_thinking": True}
+        ReplayPolicy(qwen3_tokenizer, ["Done."]), qwen3_tokenizer, template_kwargs={"enable_thinking": True}
     ) as gw:
 
         def post(body: dict, sid: str) -> tuple[int, dict]:
@@ -94,8 +78,8 @@ def test_request_chat_template_kwargs_stops_and_endoftext_over_http(qwen3_tok):
 
         off = {"messages": [SYS, TASK], "chat_template_kwargs": {"enable_thinking": False}}
         assert post(off, "off")[0] == 200 and post({"messages": [SYS, TASK]}, "on")[0] == 200
-        prompt_off = qwen3_tok.decode(gw.sessions["off"].calls[0].prompt_ids)
-        prompt_on = qwen3_tok.decode(gw.sessions["on"].calls[0].prompt_ids)
+        prompt_off = qwen3_tokenizer.decode(gw.sessions["off"].calls[0].prompt_ids)
+        prompt_on = qwen3_tokenizer.decode(gw.sessions["on"].calls[0].prompt_ids)
         assert prompt_off.endswith(
             "<|im_start|>assistant\n<think>\n\n</think>\n\n"
         )  # the request's kwargs win
