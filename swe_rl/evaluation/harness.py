@@ -149,6 +149,7 @@ def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> 
     """swebench's run_evaluation over run r's patches, for the instances without a grading record."""
     from swe_rl.tasks.integrity import check_official
     from swe_rl.tasks.official import run_official
+    from swe_rl.tasks.reward import label_suspicious
 
     loaded = {t.instance_id: run.load_trajectory(r, t.instance_id) for t in tasks}
     trajs = {iid: tr for iid, tr in loaded.items() if tr is not None}
@@ -179,10 +180,17 @@ def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> 
             if t.instance_id in graded_ids:
                 res = official_result(t.instance_id, reports.get(t.instance_id, {}), summary)
                 res = check_official(res, t, tr.patch)  # a patch-edited conftest.py etc.: no evidence
+                res = label_suspicious(
+                    res, tr.patch
+                )  # the static tripwire (no trusted check in swebench's run)
             else:  # empty patch: unresolved, nothing to run (swebench lists it under empty_patch_ids)
                 res = RewardResult(0.0, False, {"empty_patch": True}, "", None)
             tr.reward, tr.resolved = res.reward, res.resolved
-            tr.metrics["grading"] = {"failure": res.failure, "tests": res.tests}
+            tr.metrics["grading"] = {
+                "failure": res.failure,
+                "tests": res.tests,
+                "suspicious": list(res.suspicious),
+            }
         run.save_grading(r, t.instance_id, grading_record(tr, "official"))
 
 
