@@ -136,6 +136,25 @@ def collapse_markdown(table: dict[str, Any], methods: list[str], seeds: list[int
     return "\n".join(out) + "\n"
 
 
+def pack_records(out: Path, names: list[str], after: dict[str, int]) -> Path:
+    """Every run's per-task evaluation records in one compact file, <out>/eval_records.json:
+    {run: {step: {mode: {task_id: "0110"}}}} (one character per sample reward, 0/1 in this environment; other
+    values are kept as lists). `after[run]`: only steps above it (a branch's earlier records are its trunk's)."""
+    from swe_rl.experiments.compare import read_records
+
+    def pack(rewards: list[float]) -> str | list[float]:
+        return "".join(str(int(r)) for r in rewards) if all(r in (0.0, 1.0) for r in rewards) else rewards
+
+    packed = {
+        name: {str(step): {mode: {t: pack(r) for t, r in tasks.items()} for mode, tasks in modes.items()}
+               for step, modes in read_records(out / name).items() if step > after.get(name, -1)}
+        for name in names if (out / name / "eval_tasks").is_dir()
+    }  # fmt: skip
+    path = out / "eval_records.json"
+    path.write_text(json.dumps(packed, separators=(",", ":"), sort_keys=True))
+    return path
+
+
 def run_branch(config: list[str], methods: list[str], seeds: list[int], out: str, *, trunk_steps: int,
                branch_steps: int, jobs: int = 1, baseline: str = "grpo", trunk_method: str = "grpo",
                last_k: int = 3, analyse_only: bool = False) -> Path:  # fmt: skip
@@ -169,6 +188,8 @@ def run_branch(config: list[str], methods: list[str], seeds: list[int], out: str
             _train_all(mine, jobs)
     path = summarize(out_dir, methods, seeds, baseline=baseline, last_k=last_k)
     table = collapse_table(out_dir, methods, seeds, demo, trunk_method)
+    branches_of = {f"{m}_s{s}": trunk_steps for s in seeds for m in methods}
+    pack_records(out_dir, [f"trunk/{trunk_method}_s{s}" for s in seeds] + list(branches_of), branches_of)
     print(json.dumps(table["counts"]))
     return path
 

@@ -73,3 +73,7 @@ def test_branch_end_to_end_pairs_the_arms_from_the_trunk_state(tmp_path):
     assert set(table["runs"]) == {"trunk/grpo_s0", "grpo_s0", "grpo_aem_action_s0"}
     assert table["runs"]["grpo_s0"]["step"] == 3 and "edit:1" in table["runs"]["grpo_s0"]
     assert "| 0 |" in (out / "collapses.md").read_text()
+    records = json.loads((out / "eval_records.json").read_text())
+    assert set(records["trunk/grpo_s0"]) == {"0", "2"} and set(records["grpo_s0"]) == {"3"}  # no trunk copies
+    sampled = records["grpo_s0"]["3"]["sampled"]
+    assert len(sampled) == 4 and all(set(v) <= {"0", "1"} and len(v) == 1 for v in sampled.values())
