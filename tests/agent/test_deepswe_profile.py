@@ -17,9 +17,10 @@ TASK = "swe-rl-micro__exprcalc-2"
 
 
 def call(name: str, thought: str, **params: str) -> str:
-    """A reply as R2E-Gym's own Action.to_xml_string writes it (two-space indented parameters, one line each)."""
+    """A DeepSWE reply: Qwen3 reasoning, then the call as R2E-Gym's Action.to_xml_string writes it (two-space
+    indented parameters, one line each)."""
     inner = "".join(f"  <parameter={k}>{v}</parameter>\n" for k, v in params.items())
-    return f"{thought}\n\n<function={name}>\n{inner}</function>"
+    return f"<think>\n{thought}\n</think>\n\n{thought}\n\n<function={name}>\n{inner}</function>"
 
 
 DEEPSWE_REPLIES = [
@@ -55,7 +56,8 @@ def test_deepswe_prompts_show_r2e_tools(tmp_path):
 
 @pytest.mark.docker
 @pytest.mark.timeout(600)
-async def test_deepswe_calls_replayed_through_a_real_episode_resolve(tiny_tokenizer, agent_check):
+async def test_deepswe_calls_replayed_through_a_real_episode_resolve(qwen3_tokenizer, agent_check):
+    """With DeepSWE's own tokenizer family and template (Qwen3, thinking on) and its interface."""
     from sandboxes.config import make_sandbox
     from swe_rl.tasks.grading import docker_factory, grade
     from swe_rl.tasks.images import build_task_images
@@ -63,11 +65,13 @@ async def test_deepswe_calls_replayed_through_a_real_episode_resolve(tiny_tokeni
 
     assert all(r.status != "failed" for r in build_task_images(MICRO_SUITE, [TASK]))
     task = next(t for t in load_tasks("micro") if t.instance_id == TASK)
-    cfg = AgentConfig(profile="deepswe", max_context_tokens=200_000, max_steps=10)
-    policy = ReplayPolicy(tiny_tokenizer, DEEPSWE_REPLIES)
+    cfg = AgentConfig(profile="deepswe", max_context_tokens=65536, max_steps=10,
+                      chat_template_kwargs={"enable_thinking": True})  # fmt: skip
+    tok = qwen3_tokenizer
+    policy = ReplayPolicy(tok, DEEPSWE_REPLIES)
     async with make_sandbox({"backend": "docker"}, image=task.image, labels={"swe-rl.test": "agent"}) as sb:
-        traj = await run_episode(task, sb, policy, tiny_tokenizer, cfg)
-    agent_check(traj, tiny_tokenizer)
+        traj = await run_episode(task, sb, policy, tok, cfg)
+    agent_check(traj, tok)
     assert traj.exit_status == "submitted" and traj.metrics["format_errors"] == 0
     obs = [m["content"] for m in traj.messages if m["role"] == "user"][1:]
     assert len(obs) == 4 and not any("ERROR" in o or "Unknown parameter" in o for o in obs), obs
