@@ -211,7 +211,10 @@ def _perturbed(value):
     if isinstance(value, bytes):
         return value + value[:1] + b"\x00"
     if isinstance(value, (list, tuple)):
-        return type(value)([*list(value), _Fresh()])
+        try:  # a NamedTuple (or any sequence type with its own constructor) cannot be rebuilt from one list
+            return type(value)([*list(value), _Fresh()])
+        except Exception:
+            return None
     if isinstance(value, dict):
         return dict(value, **{"\x00swe-rl": _Fresh()})
     if isinstance(value, (set, frozenset)):
