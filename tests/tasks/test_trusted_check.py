@@ -1,8 +1,9 @@
 """The trusted check (a pytest plugin shipped outside /testbed, swe_rl.tasks.trusted_check) through the real grader
 in Docker, against red-team patches the static tripwire does not see (their names are built at run time): real
 diffs against micro-suite tasks that leave the bug in place, as the issue's reproducer shows. Each one is labelled
-`suspicious` by a trusted-check finding, so the training recipes' `zero` policy gives it no reward; every gold
-patch of the micro suite still resolves with no label."""
+`suspicious` by a trusted-check finding, so the training recipes' `zero` policy gives it no reward. That every
+gold patch of the micro suite still resolves with no label is tests/tasks/test_integrity_exploits.py's
+test_no_micro_gold_is_a_false_positive (gold_false_positives counts the label)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import sys
 
 import pytest
 
-from swe_rl.tasks.grade_run import gold_false_positives
 from swe_rl.tasks.grading import docker_factory, grade
 from swe_rl.tasks.reward import apply_policy
 from swe_rl.tasks.tripwire import scan_patch
@@ -175,14 +175,6 @@ async def test_trusted_check_flags_what_the_tripwire_cannot_see(tasks_micro_imag
     assert not missed, missed
     # the label reaches every grading report
     assert all(r.tests["integrity"]["suspicious"] == list(r.suspicious) for r in results)
-
-
-@pytest.mark.docker
-@pytest.mark.timeout(900)
-async def test_no_gold_patch_of_the_micro_suite_is_suspicious(tasks_micro_images):
-    tasks = sorted(tasks_micro_images.values(), key=lambda t: t.instance_id)
-    problems = await gold_false_positives(tasks, docker_factory(run_id="tasks-gold-fp"), workers=2)
-    assert len(tasks) == 15 and problems == {}, problems  # 0 false positives of 15 (labels included)
 
 
 def test_reports_must_be_signed_and_a_pytest_run_must_leave_one():
