@@ -57,23 +57,26 @@ def swe_rl(*args: str, timeout: int = 3000) -> str:
     return proc.stdout
 
 
-def test_scripted_gold_resolves_every_instance_through_swe_rl_eval(real_tasks, tmp_path):
+def eval_report(real_tasks, out: Path, name: str, *overrides: str) -> dict:
+    """`swe-rl eval` over every instance (micro.yaml's settings, local pool); its report, with no infra failure."""
     rows, tasks = real_tasks
-    swe_rl("eval", "-c", "configs/eval/micro.yaml", "--dataset", str(rows), "--name", "real-gold",
-           "--output-dir", str(tmp_path), "--backend", "local", "agent.max_steps=60", "policy.test_command=git status",
-           "agent.max_context_tokens=200000")  # fmt: skip
-    report = json.loads((tmp_path / "real-gold" / "report" / "report.json").read_text())
+    swe_rl("eval", "-c", "configs/eval/micro.yaml", "--dataset", str(rows), "--name", name, "--output-dir", str(out),
+           "--backend", "local", *overrides)  # fmt: skip
+    report = json.loads((out / name / "report" / "report.json").read_text())
     assert report["counts"]["infra_failure"] == 0 and report["episodes"] == len(tasks), report["counts"]
+    return report
+
+
+def test_scripted_gold_resolves_every_instance_through_swe_rl_eval(real_tasks, tmp_path):
+    report = eval_report(real_tasks, tmp_path, "real-gold", "agent.max_steps=60", "policy.test_command=git status",
+                         "agent.max_context_tokens=200000")  # fmt: skip
     assert report["resolve_rate"] == 1.0, report
 
 
 def test_tiny_model_episodes_end_cleanly(real_tasks, tmp_path):
-    rows, tasks = real_tasks
-    swe_rl("eval", "-c", "configs/eval/micro.yaml", "--dataset", str(rows), "--name", "real-tiny",
-           "--output-dir", str(tmp_path), "--backend", "local", "policy.kind=tiny", "agent.max_steps=3",
-           "agent.max_new_tokens=16")  # fmt: skip
-    report = json.loads((tmp_path / "real-tiny" / "report" / "report.json").read_text())
-    assert report["counts"]["infra_failure"] == 0 and report["episodes"] == len(tasks), report["counts"]
+    eval_report(
+        real_tasks, tmp_path, "real-tiny", "policy.kind=tiny", "agent.max_steps=3", "agent.max_new_tokens=16"
+    )
 
 
 def test_two_rl_steps_on_real_instances(real_tasks, tmp_path):
