@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swe_rl.agent.chat import _SENTINEL, encode, render
+from swe_rl.agent.parsing import split_reasoning
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.policy.base import Completion
 
@@ -56,22 +57,20 @@ def _arguments_object(args: Any) -> Any:
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
 
-def split_reasoning(text: str) -> tuple[str, str]:
-    """(reasoning, answer): the answer is what follows the last `</think>`; a reply whose `<think>` never closes
-    was cut while reasoning and has no answer (as rLLM treats it); no think block: all answer."""
-    if "</think>" in text:
-        cut = text.rindex("</think>") + len("</think>")
-        return text[:cut], text[cut:]
-    if "<think>" in text:
+def _reasoning_and_answer(text: str) -> tuple[str, str]:
+    """(reasoning part, answer part) of a reply, as the agent's parser splits it (swe_rl.agent.parsing): a reply
+    cut inside `<think>` is all reasoning (no answer, so no tool call, as rLLM treats it)."""
+    r = split_reasoning(text)
+    if r.unfinished:
         return text, ""
-    return "", text
+    return text[: len(text) - len(r.content)], r.content
 
 
 def split_tool_calls(text: str, id_prefix: str) -> tuple[str, list[dict[str, Any]]]:
     """Hermes-style `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks of a reply -> (the text
     outside them, OpenAI tool calls). A block that is not such JSON stays in the text. Only the answer counts:
     a call drafted inside `<think>` (or in a think block cut short) is reasoning, never a tool call."""
-    reasoning, text = split_reasoning(text)
+    reasoning, text = _reasoning_and_answer(text)
     rest, calls = _split_answer(text, id_prefix)
     return (reasoning + rest if calls else reasoning + text), calls
 
