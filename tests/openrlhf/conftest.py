@@ -7,12 +7,17 @@ import argparse
 import ast
 import importlib.util
 import os
+import pickle
+import signal
+import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 OPENRLHF_VERSION = "0.11.2"
+HERE = Path(__file__).resolve().parent
 
 
 def _openrlhf_root() -> Path | None:
@@ -241,3 +246,39 @@ def orl_estimator(orl_src):
         return obj
 
     return upstream
+
+
+@pytest.fixture(scope="session")
+def orl_run_actors():
+    """run(case, job, tmp_path) -> the pickled result of real_actors_main.py CASE (OpenRLHF's real Ray actors)."""
+    return run_real_actors
+
+
+def run_real_actors(case: str, job: dict, tmp_path: Path) -> dict:
+    if importlib.util.find_spec("deepspeed") is None:
+        msg = "make setup installs DeepSpeed (CPU accelerator) for OpenRLHF's trainer modules"
+        pytest.fail(msg) if os.environ.get("CI") else pytest.skip(msg)  # CI installs it: never skip there
+    job_path, out_path = tmp_path / "job.pkl", tmp_path / "out.pkl"
+    job_path.write_bytes(pickle.dumps({k: v for k, v in job.items() if k != "model"}))
+    # the flash-attn fake, the repo, and this folder (the CPU_FOR_CUDA shim the actors import by name)
+    path = [str(HERE / "cuda_fakes"), str(HERE.parents[1]), str(HERE)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    env.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
+    # the raylet waits this long for its metrics agent (30 s by default): on 2 shared cores at a load average
+    # of ~25 the agent takes longer, and the raylet aborts ("Timed out waiting for file .../metrics_agent_port")
+    env.setdefault("RAY_raylet_start_wait_time_s", "240")
+    # its own process group, stopped before pytest-timeout's 600 s, so a slow or stuck run fails with the
+    # subprocess's own output (Ray's start-up, where it waits) and leaves no raylet behind
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "real_actors_main.py"), case, str(job_path), str(out_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=HERE.parents[1],
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=540)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"real_actors_main.py {case} ran over 540 s:\n{stdout[-3000:]}\n{stderr[-6000:]}")
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-6000:]
+    return pickle.loads(out_path.read_bytes())

@@ -1,16 +1,17 @@
 """Subprocess half of test_actors.py: OpenRLHF's real trainer classes on a real local Ray cluster (GPUs declared,
 none used), with our classes installed the way launch.py installs them.
 
-    PYTHONPATH=tests/openrlhf/cuda_fakes python tests/openrlhf/real_actors_main.py CASE JOB.pkl OUT.pkl
+    PYTHONPATH=tests/openrlhf/cuda_fakes:.:tests/openrlhf python tests/openrlhf/real_actors_main.py CASE JOB.pkl OUT.pkl
 
-It runs in its own process because OpenRLHF's modules only import with the CUDA-only fakes on the path (which
+It runs in its own process because OpenRLHF's modules only import with the flash-attn fake on the path (which
 must not leak into the other tests) and because it needs a Ray cluster with GPU resources. JOB.pkl holds what the
 test built: upstream's parsed args, rollout samples (upstream's Experience), the tiny model's directory.
 Cases: `sync` (policy actors through RayActorGroup, our experience maker in this driver; dynamic filter through
 upstream's _generate_vllm), `async` (the same batch inside PPOTrainerAsync's TrainingActor), `preflight`
-(actors.preflight_actor_check before and after install_swe_rl_classes).
-Named fakes: `load_tiny_policy` stands in for init_model_from_pretrained (its DeepSpeed engine needs CUDA/NCCL);
-`CannedRolloutEngine` for RolloutRayActor (vLLM).
+(actors.preflight_actor_check before and after install_swe_rl_classes), `deepspeed` (ds_policy_main.py: upstream's
+own init_model_from_pretrained → append → fit → save_checkpoint → resume, ZeRO-2 and ZeRO-3).
+Named fakes: `load_tiny_policy` stands in for init_model_from_pretrained in `sync`/`async` (fast: no DeepSpeed
+engine; `deepspeed` runs the real one); `CannedRolloutEngine` for RolloutRayActor (vLLM).
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ def main(case: str, job_path: str, out_path: str) -> None:
     env = {"PYTHONPATH": os.environ["PYTHONPATH"], **job["env"]}
     os.environ.update(job["env"])  # the driver reads the AEM config too (our maker lives here in `sync`)
     ray.init(
-        num_cpus=4, num_gpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False,
+        num_cpus=4, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
         runtime_env={"env_vars": env},
     )  # fmt: skip
     if case != "preflight":
@@ -155,7 +156,12 @@ def main(case: str, job_path: str, out_path: str) -> None:
 
         install_swe_rl_classes()  # what launch.py does before OpenRLHF's CLI
     try:
-        out = {"sync": run_sync, "async": run_async, "preflight": run_preflight}[case](job)
+        from ds_policy_main import run_deepspeed
+        from rollout_main import run_rollout
+
+        cases = {"sync": run_sync, "async": run_async, "preflight": run_preflight}
+        cases.update(deepspeed=run_deepspeed, rollout=run_rollout)
+        out = cases[case](job)
     finally:
         ray.shutdown()
     with open(out_path, "wb") as f:

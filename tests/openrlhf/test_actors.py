@@ -10,14 +10,6 @@ actors ran upstream's forward and the maker raised EntropyMissingError (see the 
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import pickle
-import signal
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -25,7 +17,6 @@ from swe_rl.algo.advantages import grpo
 from swe_rl.train.openrlhf.aem_seam import FILTER_KEY, VALID_KEY, modulate_experiences
 from swe_rl.train.openrlhf.config import AemConfig
 
-HERE = Path(__file__).resolve().parent
 N, T = 4, 0.7
 AEM = AemConfig(entropy_chunk=7)
 REWARDS = [1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0]  # two prompt groups of 4
@@ -63,6 +54,7 @@ def job(tmp_path_factory, orl_parse, orl_process_response, tiny_tokenizer):
     responses = [_response(i, rng, len(tiny_tokenizer)) for i in range(2 * N)]
     solved_plus_infra = [{**r, "reward": 1.0, "scores": 1.0} for r in responses[N:]]  # 3 solved + 1 failure
     return {
+        "argv": argv,
         "args": orl_parse(argv),
         "samples": [orl_process_response(r, max_len=4096) for r in responses],
         "model_dir": str(model_dir),
@@ -71,30 +63,6 @@ def job(tmp_path_factory, orl_parse, orl_process_response, tiny_tokenizer):
         "env": {"SWE_RL_AEM_CONFIG": AEM.model_dump_json(), "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": "1"},
         "filter_responses": {"g0": responses[:N], "g1": solved_plus_infra},
     }
-
-
-def _run(case: str, job: dict, tmp_path: Path) -> dict:
-    if importlib.util.find_spec("deepspeed") is None:
-        msg = "make setup installs DeepSpeed (CPU accelerator) for OpenRLHF's trainer modules"
-        pytest.fail(msg) if os.environ.get("CI") else pytest.skip(msg)  # CI installs it: never skip there
-    job_path, out_path = tmp_path / "job.pkl", tmp_path / "out.pkl"
-    job_path.write_bytes(pickle.dumps({k: v for k, v in job.items() if k != "model"}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE / "cuda_fakes"), str(HERE.parents[1])])}
-    # its own process group, stopped before pytest-timeout's 600 s, so a slow or stuck run fails with the
-    # subprocess's own output (Ray's start-up, where it waits) and leaves no raylet behind
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "real_actors_main.py"), case, str(job_path), str(out_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=HERE.parents[1],
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        stdout, stderr = proc.communicate(timeout=540)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
-        pytest.fail(f"real_actors_main.py {case} ran over 540 s:\n{stdout[-3000:]}\n{stderr[-6000:]}")
-    assert proc.returncode == 0, stdout[-3000:] + stderr[-6000:]
-    return pickle.loads(out_path.read_bytes())
 
 
 def _expected(job: dict, exps: list[dict]) -> list[torch.Tensor]:
@@ -118,16 +86,16 @@ def _expected(job: dict, exps: list[dict]) -> list[torch.Tensor]:
     return [r.advantages for r in rows]
 
 
-def _check_advantages(job: dict, exps: list[dict]) -> None:
+def _check_advantages(job: dict, exps: list[dict], rtol: float = 1e-4, atol: float = 1e-5) -> None:
     """On action tokens (upstream's returns also fill the masked positions before an action; the loss ignores
     them)."""
     for e, want in zip(exps, _expected(job, exps), strict=True):
-        torch.testing.assert_close(e["advantages"].float() * e["action_mask"], want, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(e["advantages"].float() * e["action_mask"], want, rtol=rtol, atol=atol)
 
 
 @pytest.mark.ray
-def test_policy_actors_deliver_exact_entropy_to_the_seam(job, tmp_path):
-    out = _run("sync", job, tmp_path)
+def test_policy_actors_deliver_exact_entropy_to_the_seam(job, tmp_path, orl_run_actors):
+    out = orl_run_actors("sync", job, tmp_path)
     assert set(out["actor_classes"]) == {"SweRlPolicyModelActor"}
     exps = out["experiences"]
     assert sorted(i for e in exps for i in e["index"]) == list(range(2 * N))
@@ -142,15 +110,79 @@ def test_policy_actors_deliver_exact_entropy_to_the_seam(job, tmp_path):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_seam_and_exact_entropy_under_ppo_trainer_async(job, tmp_path):
-    out = _run("async", job, tmp_path)
+def test_seam_and_exact_entropy_under_ppo_trainer_async(job, tmp_path, orl_run_actors):
+    out = orl_run_actors("async", job, tmp_path)
     assert out["trainer_class"] == "SweRlTrainingActor" and out["maker_class"] == "SweRlExperienceMaker"
     _check_advantages(job, out["experiences"])
 
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_preflight_actor_check_on_a_cluster(job, tmp_path):
-    out = _run("preflight", job, tmp_path)
+def test_preflight_actor_check_on_a_cluster(job, tmp_path, orl_run_actors):
+    out = orl_run_actors("preflight", job, tmp_path)
     assert out["after_install"] == [], out["after_install"]
     assert len(out["before_install"]) == 4 and all("has not run" in p for p in out["before_install"])
+
+
+# ── a real DeepSpeed policy actor: upstream's init_model_from_pretrained, append → fit → save → resume ──
+
+CLIENT_STATES = {  # what PPOTrainer.fit saves (episode, step, prompts, dataloader) plus a key of ours
+    "episode": 0, "global_step": 1, "total_consumed_prompts": 2, "data_loader_state_dict": {"_num_yielded": 1},
+    "swe_rl": {"aem": AEM.model_dump()},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ds_job(job, tmp_path_factory, orl_parse):
+    from swe_rl.tasks.loaders import load_tasks
+    from swe_rl.train.openrlhf.data import write_prompt_dataset
+
+    root = tmp_path_factory.mktemp("ds")
+    n_rows = write_prompt_dataset(load_tasks("micro"), root / "rows.jsonl")
+    by_stage = {}
+    for stage in (2, 3):
+        by_stage[stage] = orl_parse(
+            [*job["argv"], "--ds.zero_stage", str(stage), "--ckpt.path", str(root / f"ckpt{stage}"),
+             "--ckpt.load_enable", "--data.prompt_dataset", str(root / "rows.jsonl"), "--data.input_key",
+             "prompt", "--data.label_key", "label", "--train.micro_batch_size", "2", "--actor.adam.lr", "1e-3",
+             "--actor.lr_warmup_ratio", "0"]
+        )  # fmt: skip
+    return {**job, "args_by_stage": by_stage, "client_states": CLIENT_STATES, "n_rows": n_rows}
+
+
+@pytest.mark.ray
+# slow: written and checked in one process (no Ray) on ZeRO-3; not yet seen passing through Ray on this machine,
+# whose raylet could not start at a load average of ~25 (see the H4 report of issue 24)
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", [3, 2])
+def test_deepspeed_policy_actor_trains_saves_and_resumes(ds_job, stage, tmp_path, orl_run_actors):
+    out = orl_run_actors(
+        "deepspeed", {**ds_job, "args_by_stage": {stage: ds_job["args_by_stage"][stage]}}, tmp_path
+    )
+    assert set(out) == {stage}
+    res = out[stage]
+    facts = res["facts"]
+    assert facts["engine"] == "DeepSpeedEngine" and facts["stage"] == stage, facts
+    assert facts["partitioned"] == (stage == 3), "ZeRO-3 must partition the parameters"
+    assert facts["basic_optimizer"] == "AdamW", facts  # torch_adam: torch's AdamW inside DeepSpeed
+    assert facts["max_steps"] == ds_job["n_rows"] * N // 8  # upstream's get_max_steps on our rows
+    # our exact-entropy forward ran inside the engine; bf16 logits, so a looser match to the fp32 model
+    _check_advantages(ds_job, res["experiences"], rtol=0.05, atol=0.02)
+    adv = {i: e["advantages"][b] for e in res["experiences"] for b, i in enumerate(e["index"])}
+    assert torch.all(adv[7] == 0), "the infrastructure failure gets no advantage"
+    status = res["status"]
+    assert torch.isfinite(torch.tensor(status["policy_loss"])), status
+    # our info keys survived split_experience_batch → collate → training_step → all_reduce → logging
+    assert status[VALID_KEY] == pytest.approx(sum(VALID) / len(VALID)), status
+    alphas = torch.cat([e["info"]["aem_alpha_max"] for e in res["experiences"]])
+    assert status["aem_alpha_max"] == pytest.approx(alphas.mean().item(), rel=1e-4), status
+    before, after, resumed = res["before"], res["after"], res["resumed"]
+    assert after["global_steps"] == 1 and after["scheduler"]["last_epoch"] == 1
+    assert any(not torch.equal(before["weights"][k], w) for k, w in after["weights"].items())
+    for k, w in after["weights"].items():
+        assert torch.equal(resumed["weights"][k], w), f"ZeRO-{stage} resume: {k} differs from the save"
+    assert resumed["scheduler"] == after["scheduler"] and resumed["global_steps"] == after["global_steps"]
+    assert {k: resumed["checkpoint_states"].get(k) for k in CLIENT_STATES} == CLIENT_STATES
+    assert {"current_device", "init_device_mesh", "replay_buffer.target_device", "synchronize"} <= set(
+        after["cuda_calls"]
+    ), after["cuda_calls"]
