@@ -93,7 +93,7 @@ def test_failure_mode_plot(tmp_path):
 
 
 def test_demo_report_shows_failure_modes_before_and_after(tmp_path):
-    from swe_rl.experiments.demo import _write_report
+    from swe_rl.experiments.demo_report import write_report
     from swe_rl.runs import RunDir
 
     (t,) = generate_tasks(1, "held_out", seed=8)
@@ -106,7 +106,7 @@ def test_demo_report_shows_failure_modes_before_and_after(tmp_path):
     ]
     root = RunDir.create(tmp_path / "runs", "demo")
     held = root.report / "heldout" / "report.md"
-    md = _write_report(root, rows, None, held, 1.0, 2.0, 3.0).read_text()
+    md = write_report(root.report, rows, None, held, (1.0, 2.0, 3.0)).read_text()
     assert "| held-out success, greedy | 0.0% | 100.0% |" in md
     assert "| held-out failed by flawed constant, greedy | 100.0% | 0.0% |" in md
     assert "other edit" not in md  # modes that never happened are left out
