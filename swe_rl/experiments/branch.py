@@ -30,7 +30,8 @@ COLLAPSE_ENTROPY = 0.20  # and the edit-1 decision token's mean entropy below th
 
 
 def branch_configs(demo: Any, methods: list[str], seeds: list[int], out: Path, init: Path,
-                   trunk_steps: int, branch_steps: int, trunk_method: str) -> tuple[list[Any], list[Any]]:  # fmt: skip
+                   trunk_steps: int, branch_steps: int, trunk_method: str,
+                   branch_eval_every: int = 0) -> tuple[list[Any], list[Any]]:  # fmt: skip
     """(trunk run configs, branch run configs), from compare's run_configs."""
     from swe_rl.experiments.compare import run_configs
 
@@ -45,6 +46,7 @@ def branch_configs(demo: Any, methods: list[str], seeds: list[int], out: Path, i
         c.eval.every = trunk_steps
     for c in branches:
         c.steps = trunk_steps + branch_steps
+        c.eval.every = branch_eval_every or c.eval.every
     return trunks, branches
 
 
@@ -77,9 +79,8 @@ def is_collapsed(edit1: dict[str, float]) -> bool:
     return lo <= edit1["right"] <= hi and edit1["entropy"] < COLLAPSE_ENTROPY
 
 
-def collapse_table(
-    out: Path, methods: list[str], seeds: list[int], demo: Any, trunk: str = "grpo"
-) -> dict[str, Any]:
+def collapse_table(out: Path, methods: list[str], seeds: list[int], demo: Any, trunk: str = "grpo",
+                   n_tasks: int = 0, samples: int = 0, with_trunk: bool = True) -> dict[str, Any]:  # fmt: skip
     """Per branch (and trunk): the final checkpoint's decision statistics on validation tasks and the collapse
     rule; per method the count. Written to <out>/collapses.json and collapses.md."""
     from swe_rl.experiments.decisions import decision_tasks
@@ -87,19 +88,23 @@ def collapse_table(
     from swe_rl.train.checkpoint import latest
 
     ev, data = demo.train.eval, demo.train.data
-    tasks = decision_tasks("validation", ev.n_tasks, data.seed, field="eval.n_tasks")
+    tasks = decision_tasks("validation", n_tasks or ev.n_tasks, data.seed, field="eval.n_tasks")
+    samples = samples or ev.sampled
     rf = data.decisions.reason_first
     runs: dict[str, Any] = {}
-    names = [f"trunk/{trunk}_s{s}" for s in seeds] + [f"{m}_s{s}" for s in seeds for m in methods]
+    names = [f"trunk/{trunk}_s{s}" for s in seeds if with_trunk] + [
+        f"{m}_s{s}" for s in seeds for m in methods
+    ]
     for name in names:
         ckpt = latest(out / name / "checkpoints")
         if ckpt is None:
             continue
-        st = decision_stats(ckpt / "model", tasks, ev.sampled, rf)
+        st = decision_stats(ckpt / "model", tasks, samples, rf)
         runs[name] = {"step": int(ckpt.name.split("_")[1]), "collapsed": is_collapsed(st["edit:1"]), **st}
     counts = {m: sum(runs[f"{m}_s{s}"]["collapsed"] for s in seeds if f"{m}_s{s}" in runs) for m in methods}
     table = {"rule": {"edit1_right_band": COLLAPSE_RIGHT, "edit1_entropy_below": COLLAPSE_ENTROPY},
-             "split": "validation", "trunk": trunk, "counts": counts, "runs": runs}  # fmt: skip
+             "split": "validation", "n_tasks": len(tasks), "samples": samples, "trunk": trunk, "counts": counts,
+             "runs": runs}  # fmt: skip
     (out / "collapses.json").write_text(json.dumps(table, indent=1))
     (out / "collapses.md").write_text(collapse_markdown(table, methods, seeds))
     return table
@@ -157,7 +162,8 @@ def pack_records(out: Path, names: list[str], after: dict[str, int]) -> Path:
 
 def run_branch(config: list[str], methods: list[str], seeds: list[int], out: str, *, trunk_steps: int,
                branch_steps: int, jobs: int = 1, baseline: str = "grpo", trunk_method: str = "grpo",
-               last_k: int = 3, analyse_only: bool = False) -> Path:  # fmt: skip
+               last_k: int = 3, analyse_only: bool = False, branch_eval_every: int = 0,
+               collapse_tasks: int = 0, collapse_samples: int = 0, trunk_collapse: bool = True) -> Path:  # fmt: skip
     from swe_rl.config import load_config
     from swe_rl.experiments.compare import start_checkpoint, summarize
     from swe_rl.experiments.demo import DemoConfig
@@ -175,7 +181,7 @@ def run_branch(config: list[str], methods: list[str], seeds: list[int], out: str
         torch.set_num_threads(demo.train.model.threads or 1)
         init = start_checkpoint(demo, out_dir)
         trunks, branches = branch_configs(demo, methods, seeds, out_dir, init, trunk_steps, branch_steps,
-                                          trunk_method)  # fmt: skip
+                                          trunk_method, branch_eval_every)  # fmt: skip
         # `jobs` seeds at a time, trunks then their branches: a run cut short by the deadline leaves complete
         # pairs (every arm of a finished seed), not ten trunks and no branches
         for i in range(0, len(seeds), jobs):
@@ -187,7 +193,8 @@ def run_branch(config: list[str], methods: list[str], seeds: list[int], out: str
                 seed_branch(trunk, Path(c.out_dir) / c.name, trunk_steps)
             _train_all(mine, jobs)
     path = summarize(out_dir, methods, seeds, baseline=baseline, last_k=last_k)
-    table = collapse_table(out_dir, methods, seeds, demo, trunk_method)
+    table = collapse_table(out_dir, methods, seeds, demo, trunk_method, collapse_tasks, collapse_samples,
+                           trunk_collapse)  # fmt: skip
     branches_of = {f"{m}_s{s}": trunk_steps for s in seeds for m in methods}
     pack_records(out_dir, [f"trunk/{trunk_method}_s{s}" for s in seeds] + list(branches_of), branches_of)
     print(json.dumps(table["counts"]))
@@ -208,9 +215,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--baseline", default="grpo")
     p.add_argument("--last-k", type=int, default=3)
     p.add_argument("--analyse-only", action="store_true", help="summary and collapse count of existing runs")
+    p.add_argument(
+        "--branch-eval-every", type=int, default=0, help="branch evaluation interval (0: config's)"
+    )
+    p.add_argument(
+        "--collapse-tasks", type=int, default=0, help="validation tasks of the collapse count (0: eval's)"
+    )
+    p.add_argument("--collapse-samples", type=int, default=0, help="samples per task there (0: eval's)")
+    p.add_argument("--no-trunk-collapse", action="store_true", help="skip the trunks' collapse measurement")
     a = p.parse_args(argv)
     run_branch(a.config, a.method, a.seed, a.out, trunk_steps=a.trunk_steps, branch_steps=a.branch_steps,
-               jobs=a.jobs, baseline=a.baseline, last_k=a.last_k, analyse_only=a.analyse_only)  # fmt: skip
+               jobs=a.jobs, baseline=a.baseline, last_k=a.last_k, analyse_only=a.analyse_only,
+               branch_eval_every=a.branch_eval_every, collapse_tasks=a.collapse_tasks,
+               collapse_samples=a.collapse_samples, trunk_collapse=not a.no_trunk_collapse)  # fmt: skip
 
 
 if __name__ == "__main__":
