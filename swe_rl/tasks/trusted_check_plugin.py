@@ -118,9 +118,14 @@ def _resolve(dotted):
 
 
 def _by_framework(val):
-    """True for a replacement that pytest or pluggy made itself (legacypath patches Config at configure time)."""
+    """True for a replacement that pytest, pluggy or an installed plugin made (legacypath patches Config at
+    configure time; hypothesis's plugin wraps FixtureFunctionMarker.__call__): its code lives in a real file outside
+    the repository, which a patch cannot change. Replacements from repository files or file-less code are not."""
     code = _code_of(val)
-    return code is not None and code.co_filename.startswith(_FRAMEWORK_DIRS)
+    if code is None:
+        return False
+    path = code.co_filename
+    return path.startswith(_FRAMEWORK_DIRS) or (not path.startswith("<") and _rel(path) is None)
 
 
 def _check_framework(where):
@@ -171,12 +176,6 @@ def _rel(path):
     return os.path.relpath(full, _ROOT) if full.startswith(_ROOT + os.sep) else None
 
 
-def _is_test_file(rel):
-    name = os.path.basename(rel)
-    parts = rel.split(os.sep)[:-1]
-    return name == "conftest.py" or name.startswith("test") or name.endswith("_test.py") or "tests" in parts
-
-
 def _origin_files(cls):
     """Files that define a class and the comparison methods it uses (None for code without a real file)."""
     mod = sys.modules.get(getattr(cls, "__module__", ""), None)
@@ -190,14 +189,12 @@ def _origin_files(cls):
 
 
 def _untrusted(obj):
-    """True when obj's class or comparison methods come from the repository's library code or from a file the
-    patch touched (the task's own test helpers and anything installed, unittest.mock.ANY included, are trusted)."""
+    """True when obj's class or comparison methods come from a file the patch touched or from code with no file
+    (exec'd). Only such operands are probed: probing calls their comparisons, and a repository's own `__eq__` may
+    change the object under test (pydicom converts a raw element when it is compared), so probing untouched code
+    turned a passing gold test into a failure. Installed code, unittest.mock.ANY included, is trusted."""
     cls = obj if isinstance(obj, type) else type(obj)
-    for path in _origin_files(cls):
-        rel = _rel(path)
-        if path.startswith("<") or (rel is not None and (rel in _TOUCHED or not _is_test_file(rel))):
-            return True
-    return False
+    return any(path.startswith("<") or _rel(path) in _TOUCHED for path in _origin_files(cls))
 
 
 def _perturbed(value):
@@ -236,23 +233,26 @@ def _agrees_with_all(fn, obj, other, obj_left):
     return all(_truthy(lambda p=p: fn(obj, p) if obj_left else fn(p, obj)) for p in probes)
 
 
-def _always_agrees(op, left, right):
+def _always_agrees(op, left, right, probe=lambda obj: True):
     """The operands that agree with anything: compared against a fresh object and a perturbed copy of the other
-    operand, each must agree for the operand to be flagged. [(side, operand)]"""
+    operand, each must agree for the operand to be flagged. Only operands with probe(operand) are compared.
+    [(side, operand)]"""
     import operator
 
     fns = {"==": operator.eq, "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
     out = []
     if op in fns:
-        if _agrees_with_all(fns[op], left, right, True):
+        if probe(left) and _agrees_with_all(fns[op], left, right, True):
             out.append(("left", left))
-        if _agrees_with_all(fns[op], right, left, False):
+        if probe(right) and _agrees_with_all(fns[op], right, left, False):
             out.append(("right", right))
     elif op == "!=":
         out += [
-            (n, o) for n, o in (("left", left), ("right", right)) if not _truthy(lambda o=o: o != _Fresh())
+            (n, o)
+            for n, o in (("left", left), ("right", right))
+            if probe(o) and not _truthy(lambda o=o: o != _Fresh())
         ]
-    elif op in ("in", "not in") and _truthy(lambda: _Fresh() in right):  # `not in` negates __contains__
+    elif op in ("in", "not in") and probe(right) and _truthy(lambda: _Fresh() in right):  # `not in` negates
         out.append(("right", right))
     return out
 
@@ -269,12 +269,10 @@ def pytest_assertion_pass(item, lineno, orig, expl):
 def pytest_assertrepr_compare(config, op, left, right):
     if config is not _STATE.config:
         return None
-    for side, obj in _always_agrees(op, left, right):
-        if _untrusted(obj):
-            _add(
-                f"{_STATE.item}: assertion operand ({side}, {type(obj).__name__}) "
-                f"agrees with any value under {op!r}"
-            )
+    for side, obj in _always_agrees(op, left, right, probe=_untrusted):
+        _add(
+            f"{_STATE.item}: assertion operand ({side}, {type(obj).__name__}) agrees with any value under {op!r}"
+        )
     return None
 
 
