@@ -58,7 +58,9 @@ def test_turn_without_reasoning_gets_the_same_alpha():
 
 def test_action_span_needs_the_action_mask():
     rewards, groups, mask, ent, _ = _batch(True)
-    with pytest.raises(ValueError, match=r"action_mask: required when modulator\.aem\.entropy_span is 'action'"):
+    with pytest.raises(
+        ValueError, match=r"action_mask: required when modulator\.aem\.entropy_span is 'action'"
+    ):
         compute_advantages(_cfg("action"), rewards, groups, torch.ones(4, dtype=torch.bool), mask, ent)
 
 
