@@ -195,6 +195,6 @@ def test_eval_settings_match_the_training_recipe(recipe, eval_cfg):
         top_p=train.rollout.top_p,
     )
     keys = ("action_format", "max_steps", "tool_timeout_s", "max_context_tokens", "max_new_tokens", "temperature",
-            "max_wall_s", "chat_template_kwargs")  # fmt: skip
+            "max_wall_s", "chat_template_kwargs", "profile", "top_p")  # fmt: skip
     assert {k: getattr(ev.agent, k) for k in keys} == {k: getattr(loop, k) for k in keys}
     assert ev.dataset.source == "princeton-nlp/SWE-bench_Verified" and ev.grader == "official"
