@@ -274,6 +274,8 @@ async def _grade_once(
             log, timed_out = await _run_eval(sb, task, timeout, check.prefix if check else "", g)
             trusted = await trusted_check.collect(sb, check, log) if check else []
             log, record = await g.read_back(sb, log) if g else (log, None)
+            if check and _report(task, patch, log).get("resolved"):
+                trusted = list(dict.fromkeys(trusted + await _probe(sb, task, timeout, check, g)))
     except SandboxStartError as e:
         missing = await _image_missing(task)
         return _infra("image_missing" if missing else "sandbox_start_failed", str(e))
@@ -287,12 +289,7 @@ async def _grade_once(
         return _infra("sandbox_error", str(e))
     if timed_out:
         return _infra("test_timeout", log + f"\n\nTimeout error: {timeout:g} seconds exceeded.")
-    if task.metadata.get("grader") == "r2e_gym":
-        from swe_rl.tasks.grading_r2e import r2e_report
-
-        report = r2e_report(log, task.metadata.get("expected_output") or {})
-    else:
-        report = report_from_log(task, patch, log)
+    report = _report(task, patch, log)
     report["empty_patch"] = not patch.strip()
     if report.get("infra_failure"):
         return _infra(f"environment:{report.get('infra_failure_reason', 'unknown')}", log, report)
@@ -304,6 +301,31 @@ async def _grade_once(
     result = RewardResult(1.0 if resolved else 0.0, resolved, report, _cap(log), None)
     # detected, not prevented: the reward policy decides what a suspicious result earns
     return label_suspicious(result, patch, trusted) if detect else result
+
+
+def _report(task: Task, patch: str | None, log: str) -> dict[str, Any]:
+    if task.metadata.get("grader") == "r2e_gym":
+        from swe_rl.tasks.grading_r2e import r2e_report
+
+        return r2e_report(log, task.metadata.get("expected_output") or {})
+    return report_from_log(task, patch, log)
+
+
+async def _probe(
+    sb: Sandbox, task: Task, timeout: float, check: trusted_check.TrustedCheck, g: guard.Guard | None
+) -> list[str]:
+    """A second run of the eval script with the trusted check's assertion-pass probe on, for a result that would
+    be resolved: its findings label the episode, its verdict is never used (the probe formats every passing
+    assertion's operands, which can change a repository's objects). A probe run that is cut short, or whose pytest
+    session leaves no signed report of its own, is itself a finding."""
+    await trusted_check.rearm(sb, check)
+    try:
+        log, timed_out = await _run_eval(sb, task, timeout, check.probe_prefix, g)
+    except _Interrupted:
+        return ["trusted check: the probe run was cut short"]
+    if timed_out:
+        return ["trusted check: the probe run timed out"]
+    return await trusted_check.collect(sb, check, log)
 
 
 def _log_violations(task: Task, log: str, record: dict[str, str] | None) -> list[str]:

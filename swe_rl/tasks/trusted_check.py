@@ -49,9 +49,22 @@ class TrustedCheck:
 
     @property
     def prefix(self) -> str:
-        """Shell assignments that enable the plugin for one command (kept: the image's own PYTHONPATH/ADDOPTS).
-        PYTEST_PLUGINS loads it too when an eval script replaces PYTEST_ADDOPTS (pytest registers it once)."""
-        addopts = f"-p {self.module} -o enable_assertion_pass_hook=true"
+        """Shell assignments that enable the plugin for the graded run (kept: the image's own PYTHONPATH/ADDOPTS).
+        PYTEST_PLUGINS loads it too when an eval script replaces PYTEST_ADDOPTS (pytest registers it once). The
+        assertion-pass hook stays off here: with it on, pytest formats every passing assertion's operands, and a
+        repository whose repr has side effects (pydicom converts raw elements) then fails a passing gold test."""
+        return self._assignments(f"-p {self.module}")
+
+    @property
+    def probe_prefix(self) -> str:
+        """The same for the probe run (resolved results only; its verdict is never used): the assertion-pass
+        hook on, so the plugin sees every passing comparison's operands, and bytecode under the check's own folder
+        so pytest rewrites the tests afresh with the hook's code."""
+        return f'PYTHONPYCACHEPREFIX="{self.dir}/pyc" ' + self._assignments(
+            f"-p {self.module} -o enable_assertion_pass_hook=true"
+        )
+
+    def _assignments(self, addopts: str) -> str:
         return (
             f'PYTHONPATH="{self.dir}${{PYTHONPATH:+:$PYTHONPATH}}" '
             f'PYTEST_ADDOPTS="{addopts} ${{PYTEST_ADDOPTS:-}}" '
@@ -82,6 +95,16 @@ async def install(sb: Sandbox, workdir: str = "/testbed") -> TrustedCheck:
     return check
 
 
+async def rearm(sb: Sandbox, check: TrustedCheck) -> None:
+    """Ready the check for a second run: the first run's reports move to done/ (read_reports then sees only the
+    second run's) and the key is written again (the plugin deletes it when it is imported)."""
+    d = shlex.quote(check.dir)
+    move = f'mkdir -p {d}/done && for f in {d}/report-*.json; do [ -f "$f" ] && mv "$f" {d}/done/; done'
+    res = await sb.exec(f"{move}; (umask 077; printf %s {check.key} > {d}/key)", timeout=60)
+    if res.exit_code != 0:
+        raise SandboxError(f"could not re-arm the trusted check in {check.dir}: {res.output[-500:]}")
+
+
 def verify(check: TrustedCheck, text: str) -> dict[str, Any] | None:
     """The report body of one report file, or None when it is not signed with this check's key."""
     try:
@@ -110,7 +133,7 @@ async def read_reports(sb: Sandbox, check: TrustedCheck) -> tuple[list[dict[str,
 
 def findings(bodies: list[dict[str, Any]], forged: int, log: str) -> list[str]:
     """The trusted check's reasons for a `suspicious` label, from its reports and the test log."""
-    out = [f"trusted check: {f}" for b in bodies for f in b.get("findings", [])]
+    out = list(dict.fromkeys(f"trusted check: {f}" for b in bodies for f in b.get("findings", [])))
     if forged:
         out.append(f"trusted check: {forged} report file(s) not signed by the check (forged)")
     if not bodies and PYTEST_HEADER in log:

@@ -1,7 +1,9 @@
 """The trusted check must not change what the code under test does (issue 22/25: a real pydicom gold patch had a
 passing test fail only under our grader). Probing an assertion operand calls its comparison; a repository's own
 `__eq__` may change the object it is called on (pydicom converts a raw element when it is compared), so the check
-probes only operands whose class or comparison code the patch touched. Real pytest, real git, the real plugin, on
+probes only operands whose class or comparison code the patch touched, and the graded run keeps pytest's
+assertion-pass hook off (with it on, pytest reprs every passing operand); a second, probe run does that for
+results that would be resolved (swe_rl.tasks.grading._probe). Real pytest, real git, the real plugin, on
 this host through a LocalSandbox (no Docker needed for what is under test here)."""
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ class Element:
             return self.key == other.key
         self.raw = False
         return NotImplemented
+
+    def __repr__(self):
+        self.raw = False
+        return f"Element({self.key})"
 
     __hash__ = None
 """
@@ -52,7 +58,7 @@ class Element:
 
 def _repo(tmp_path: Path, lib_after: str | None) -> Path:
     repo = tmp_path / "repo"
-    repo.mkdir()
+    repo.mkdir(parents=True)
     (repo / "rawlib.py").write_text(textwrap.dedent(LIB))
     (repo / "test_raw.py").write_text(textwrap.dedent(TEST))
     git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
@@ -64,20 +70,32 @@ def _repo(tmp_path: Path, lib_after: str | None) -> Path:
     return repo
 
 
-async def _run(repo: Path) -> tuple[int, list[str], str]:
+async def _run(repo: Path, probe: bool) -> tuple[int, list[str], str]:
     async with LocalSandbox(copy_from=repo) as sb:
         check = await install(sb, workdir=sb.root)
-        res = await sb.exec(f"{check.prefix} {sys.executable} -m pytest -q -p no:cacheprovider test_raw.py")
+        prefix = check.probe_prefix if probe else check.prefix
+        res = await sb.exec(f"{prefix} {sys.executable} -m pytest -q -p no:cacheprovider test_raw.py")
         return res.exit_code, await collect(sb, check, res.output), res.output
 
 
-async def test_an_untouched_side_effecting_eq_is_not_probed(tmp_path: Path) -> None:
-    code, found, log = await _run(_repo(tmp_path, lib_after=None))
-    assert code == 0, log  # probing e against a fresh object would have set e.raw = False
+async def test_the_graded_run_leaves_side_effecting_comparisons_and_reprs_alone(tmp_path: Path) -> None:
+    # the verdict comes from this run: the assertion-pass hook is off (pytest would repr passing operands)
+    code, found, log = await _run(_repo(tmp_path, lib_after=None), probe=False)
+    assert code == 0, log
     assert found == [], found
 
 
-async def test_a_touched_always_equal_class_is_still_flagged(tmp_path: Path) -> None:
-    code, found, log = await _run(_repo(tmp_path, lib_after=AGREES))
+async def test_the_probe_does_not_call_an_untouched_eq(tmp_path: Path) -> None:
+    # the probe run (verdict unused) formats passing operands, so the repr's side effect shows; the plugin's own
+    # probing must not add findings for a class the patch did not touch
+    _, found, log = await _run(_repo(tmp_path, lib_after=None), probe=True)
+    assert "test session starts" in log or "passed" in log or "failed" in log, log
+    assert found == [], found
+
+
+async def test_the_probe_flags_a_touched_always_equal_class(tmp_path: Path) -> None:
+    code, found, log = await _run(_repo(tmp_path, lib_after=AGREES), probe=True)
     assert code == 0, log
     assert any("agrees with any value" in f for f in found), found
+    _, found, _ = await _run(_repo(tmp_path / "graded", lib_after=AGREES), probe=False)
+    assert not any("agrees with any value" in f for f in found), found  # only the probe run looks
