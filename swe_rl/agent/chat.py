@@ -37,8 +37,12 @@ def encode(tokenizer: Any, text: str) -> list[int]:
 
 
 def control_forms(tokenizer: Any) -> list[str]:
-    """Surface forms of the tokenizer's added tokens (`<|im_end|>`, `<tool_call>`, `<think>`, ...)."""
-    return list(tokenizer.get_added_vocab())
+    """Surface forms of the tokenizer's control tokens: special added tokens (`<|im_end|>`) and added tokens that are
+    markup (`<tool_call>`, `<think>`, `</tool_response>`). Other added tokens are vocabulary, not control: the demo
+    tokenizer adds `/testbed/calc.py` and `Execution output of [file_editor]:` as single tokens, and encoding an
+    observation that holds them as plain BPE gave the shipped checkpoint token ids it never saw (0% resolved)."""
+    special = {t.content for t in tokenizer.added_tokens_decoder.values() if t.special}
+    return [f for f in tokenizer.get_added_vocab() if f in special or (f.startswith("<") and f.endswith(">"))]
 
 
 def encode_text(tokenizer: Any, text: str) -> list[int]:

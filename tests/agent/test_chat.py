@@ -152,3 +152,21 @@ async def test_a_turn_ended_by_endoftext_trains_one_end_token(
     assert traj.token_ids[e - 1 : e + 1] == [EOT, IM_END] and traj.loss_mask[e] == 0
     assert trained.count(EOT) + trained.count(IM_END) == 2  # one per assistant turn
     agent_check(traj, tok)
+
+
+def test_vocabulary_added_tokens_are_not_control_tokens():
+    """The demo tokenizer adds ordinary strings (`/testbed/calc.py`, `Execution output of [file_editor]:`) as single
+    tokens: an observation holding them must encode exactly as the template text does (as the shipped checkpoint
+    was trained), and only special or markup tokens count as control forms."""
+    from swe_rl.agent.chat import ChatFormat, control_forms, encode
+    from swe_rl.experiments.demo import SHIPPED_SFT
+    from swe_rl.policy.tiny import load_tokenizer
+
+    tok = load_tokenizer(str(SHIPPED_SFT))
+    forms = control_forms(tok)
+    assert "<|im_end|>" in forms and "</function>" in forms
+    assert "/testbed/calc.py" not in forms and "Execution output of [file_editor]:" not in forms
+    chat = ChatFormat(tok, "<|im_end|>", "user", {})
+    obs = "Execution output of [file_editor]:\nHere's the result of running `cat -n` on /testbed/calc.py:\n     1\tx = 1"
+    text, ids = chat.observation(obs)
+    assert ids == encode(tok, text)
