@@ -37,6 +37,10 @@ from swe_rl.tasks.swebench_images import (
 )  # fmt: skip
 
 BASE_IMAGE = "swe-rl/base:bookworm"
+# why: with more loose objects than gc.auto (6700; django's ~6,800 files), `git commit` starts a detached
+# background `git gc` that goes on writing .git after we return: the staged context's cleanup then fails
+# ("Directory not empty: '.git'") or docker copies a half-packed .git. No automatic gc in our own git calls.
+NO_AUTO_GC = ["-c", "gc.auto=0", "-c", "maintenance.auto=false"]
 
 
 @dataclass
@@ -92,7 +96,8 @@ def setup_script(inst: Instance, reqs: bool) -> str:
     # as swebench's setup: what the install changed is committed, so the eval script's `git show` prints one
     # small commit (not the whole source tree of the base commit) and `git diff` shows only the agent's edits
     lines.append(
-        "git -c user.email=setup@swebench.config -c user.name=SWE-bench commit -q --allow-empty -am SWE-bench"
+        f"git {' '.join(NO_AUTO_GC)} -c user.email=setup@swebench.config -c user.name=SWE-bench "
+        "commit -q --allow-empty -am SWE-bench"
     )
     return "\n".join(lines) + "\n"
 
@@ -131,7 +136,7 @@ def _unpack(source: Path, dest: Path) -> None:
 def _commit(repo: Path) -> str:
     """One commit of the source with fixed identity and dates: the same source always gives the same sha."""
     for args in (["init", "-q"], ["add", "-A", "-f"], ["commit", "-q", "--no-verify", "-m", "base"]):
-        subprocess.run(["git", *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True)
+        subprocess.run(["git", *NO_AUTO_GC, *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True)
     out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, env=GIT_ENV, check=True, capture_output=True)
     return out.stdout.decode().strip()
 

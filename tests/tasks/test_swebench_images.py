@@ -125,6 +125,32 @@ def test_eval_script_follows_swebench_4():
     assert lines.count("git checkout abc tests/foo/tests.py") == 2 and "pip install -e ." in lines
 
 
+def test_source_commit_starts_no_automatic_gc(tmp_path):
+    """django/django's ~6,800 files are more loose objects than git's gc.auto: `git commit` then started a
+    background `git gc` that was still writing .git when the staged context was removed ("Directory not empty:
+    '.git'", the first django build). Here the threshold is the lowest git has and gc runs in the foreground, so
+    any automatic gc of the builder's commit packs the objects before `_commit` returns."""
+    import hashlib
+
+    from swe_rl.tasks.swebench_build import _commit
+
+    repo = tmp_path / "src"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for key, value in (("gc.auto", "1"), ("gc.autoDetach", "false")):
+        subprocess.run(["git", "-C", str(repo), "config", key, value], check=True)
+    n = hits = 0
+    while hits < 3:  # git estimates the loose objects from the objects/17/ bucket: fill it past the threshold
+        text = f"{n}\n".encode()
+        if hashlib.sha1(b"blob %d\0" % len(text) + text).hexdigest().startswith("17"):
+            (repo / f"f{n}.txt").write_bytes(text)
+            hits += 1
+        n += 1
+    _commit(repo)
+    assert not list((repo / ".git" / "objects" / "pack").glob("*.pack"))
+    assert len(list((repo / ".git" / "objects" / "17").iterdir())) >= 3  # still loose: no gc ran
+
+
 @pytest.mark.docker
 @pytest.mark.timeout(600)
 def test_build_grade_and_cache(inputs, tmp_path):
