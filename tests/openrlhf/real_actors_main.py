@@ -148,7 +148,7 @@ def main(case: str, job_path: str, out_path: str) -> None:
     env = {"PYTHONPATH": os.environ["PYTHONPATH"], **job["env"]}
     os.environ.update(job["env"])  # the driver reads the AEM config too (our maker lives here in `sync`)
     ray.init(
-        num_cpus=4, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+        num_cpus=8, num_gpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False,
         runtime_env={"env_vars": env},
     )  # fmt: skip
     if case != "preflight":
