@@ -5,7 +5,8 @@ that checkpoint (`load_ckpt`).
 
 Named pieces that differ from the GPU path: the CPU_FOR_CUDA shim (cuda_shim.py) in each actor process,
 `torch_adam: true` in the optimizer section (DeepSpeed's FusedAdam would JIT-compile a CUDA-style op for ~7 min;
-the optimizer math is torch's AdamW either way), and the resume runs in the same actor process after dropping the
+the optimizer math is torch's AdamW either way), DeepSpeed's CPU-only shared-memory collective op left unbuilt
+(see `_in_actor_setup`), and the resume runs in the same actor process after dropping the
 trained engine (see `_resume_in_place`; a job restart on the cluster is a new process). Everything else is upstream's: strategy, Actor, engine, replay
 buffer, PolicyLoss, scheduler (from `prepare_datasets` on our dataset), checkpoint I/O.
 """
@@ -19,11 +20,17 @@ import ray
 
 
 def _in_actor_setup(policy: Any) -> list[str]:
-    """Runs in the policy actor before upstream's init: the shim, and torch's AdamW in DeepSpeed's config."""
+    """Runs in the policy actor before upstream's init: the shim, torch's AdamW in DeepSpeed's config, and no
+    shared-memory collective op: DeepSpeed's CPU backend JIT-builds `deepspeed_shm_comm` (C++, ~2 min on 2 busy
+    cores, cached only per machine) at init_distributed; without it DeepSpeed calls torch.distributed's gloo
+    collectives directly, as it calls NCCL's on a GPU (the op exists only on the CPU accelerator)."""
+    import importlib
+
     import cuda_shim
     from openrlhf.utils.deepspeed.deepspeed import DeepspeedStrategy
 
     routed = cuda_shim.install()
+    importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None  # (the attribute is `torch`)
     upstream = DeepspeedStrategy.get_ds_train_config
 
     def get_ds_train_config(self, optim_dict=None, **kwargs):
@@ -38,9 +45,12 @@ def _in_actor_setup(policy: Any) -> list[str]:
 
 def _engine_facts(policy: Any) -> dict:
     """What upstream built: the engine class, its ZeRO stage, whether parameters are partitioned (ZeRO-3)."""
+    import importlib
+
     model = policy.actor.model
     params = list(model.module.parameters())
     return {
+        "shm_comm_op": importlib.import_module("deepspeed.comm.comm").cdb.shm_comm_op,  # the live backend
         "engine": type(model).__name__,
         "stage": model.zero_optimization_stage(),
         "partitioned": all(hasattr(p, "ds_id") and p.data.numel() == 0 for p in params),

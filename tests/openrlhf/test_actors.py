@@ -165,6 +165,7 @@ def test_deepspeed_policy_actor_trains_saves_and_resumes(ds_job, ds_out, stage):
     facts = res["facts"]
     assert facts["engine"] == "DeepSpeedEngine" and facts["stage"] == stage, facts
     assert facts["partitioned"] == (stage == 3), "ZeRO-3 must partition the parameters"
+    assert facts["shm_comm_op"] is None, "DeepSpeed built its CPU-only shm op (a ~2 min compile)"
     assert facts["basic_optimizer"] == "AdamW", facts  # torch_adam: torch's AdamW inside DeepSpeed
     assert facts["max_steps"] == ds_job["n_rows"] * N // 8  # upstream's get_max_steps on our rows
     # our exact-entropy forward ran inside the engine; bf16 logits, so a looser match to the fp32 model
