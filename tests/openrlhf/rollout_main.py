@@ -39,16 +39,20 @@ def _load_in_worker(worker: Any, items: list) -> dict:
     return {"dtype_mismatch": bad, "engine_dtypes": sorted(dtypes), "n": len(weights), "probe": probe}
 
 
-def _start_rpc(engine_actor: Any, items: list) -> None:
-    """Runs in the RolloutRayActor (async actor: this runs on its event loop): schedule the worker call."""
-    engine_actor._swe_rl_rpc = asyncio.get_running_loop().create_task(
-        engine_actor.llm.collective_rpc(_load_in_worker, args=(items,))
-    )
-
-
-def _poll_rpc(engine_actor: Any) -> Any:
-    task = engine_actor._swe_rl_rpc
-    return task.result() if task.done() else None
+def _load_via_engine(engine_actor: Any, items: list) -> Any:
+    """Runs in the RolloutRayActor: Ray runs `__ray_call__` of this async actor off its event loop (in a thread),
+    so the vLLM call is put on the actor's loop (the one its AsyncLLM output handler runs on, started by the
+    rollout) and awaited from here."""
+    handler = engine_actor.llm.output_handler
+    assert handler is not None, "the AsyncLLM output handler starts with the first request (the rollout)"
+    loop = handler.get_loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    assert running is not loop, "on the actor's own loop: blocking here would deadlock it"
+    rpc = engine_actor.llm.collective_rpc(_load_in_worker, args=(items,))
+    return asyncio.run_coroutine_threadsafe(rpc, loop).result(timeout=300)
 
 
 def _trained_weights(model_dir: str) -> list:
@@ -68,17 +72,8 @@ def _trained_weights(model_dir: str) -> list:
 
 def _sync_names(engine: Any, model_dir: str) -> dict:
     items = _trained_weights(model_dir)
-    ray.get(engine.__ray_call__.remote(_start_rpc, items))
-    for _ in range(600):
-        res = ray.get(engine.__ray_call__.remote(_poll_rpc))
-        if res is not None:
-            return {
-                "sent": sorted(i[0] for i in items),
-                "sent_dtypes": sorted({i[1] for i in items}),
-                **res[0],
-            }
-        time.sleep(0.5)
-    raise TimeoutError("vLLM worker did not answer the weight load in 300 s")
+    res = ray.get(engine.__ray_call__.remote(_load_via_engine, items))
+    return {"sent": sorted(i[0] for i in items), "sent_dtypes": sorted({i[1] for i in items}), **res[0]}
 
 
 def run_rollout(job: dict) -> dict:
@@ -93,10 +88,14 @@ def run_rollout(job: dict) -> dict:
     args = job["args"]
     strategy = get_strategy(args)
     max_len = args.data.max_len
-    engines = create_vllm_engines(
-        1, 1, job["model_dir"], 0, False, False, True, max_len, None, None, False, "processed_logprobs",
-        agent_func_path=args.train.agent_func_path,
-    )  # fmt: skip  # the positional order of train_ppo_ray.py:66
+    engines = create_vllm_engines(  # train_ppo_ray.py:66-81, argument for argument (non-colocated: no pg)
+        args.vllm.num_engines, args.vllm.tensor_parallel_size, args.actor.model_name_or_path, args.train.seed,
+        args.train.full_determinism_enable, args.vllm.enable_prefix_caching, args.vllm.enforce_eager, max_len, None,
+        args.vllm.gpu_memory_utilization, args.vllm.enable_sleep,
+        "processed_logprobs" if args.algo.advantage.is_correction_level != "off" else None,
+        agent_func_path=args.train.agent_func_path, remote_rm_url=args.reward.remote_url,
+        max_images_per_prompt=getattr(args.data, "max_images_per_prompt", 0),
+    )  # fmt: skip
     tok = AutoTokenizer.from_pretrained(job["model_dir"])
     gen = SweRlSamplesGenerator(strategy, None, None, tok, engines)
     kwargs = {"do_sample": True, "max_len": max_len, "max_new_tokens": args.rollout.max_new_tokens,
