@@ -14,7 +14,14 @@ import pytest
 import torch
 
 from swe_rl.algo.advantages import grpo
-from swe_rl.train.openrlhf.aem_seam import FILTER_KEY, VALID_KEY, modulate_experiences
+from swe_rl.train.openrlhf.aem_seam import (
+    ACTION_KEY,
+    ACTION_RANGES_KEY,
+    FILTER_KEY,
+    VALID_KEY,
+    attach_action_part,
+    modulate_experiences,
+)
 from swe_rl.train.openrlhf.config import AemConfig
 
 N, T = 4, 0.7
@@ -28,7 +35,8 @@ def _response(i: int, rng: torch.Generator, vocab: int) -> dict:
     return {
         "prompt": f"p{i // N}", "label": f"g{i // N}", "images": None, "mm_train_inputs": None,
         "reward": REWARDS[i], "scores": REWARDS[i], "observation_tokens": ids,
-        "action_ranges": [(8, 14), (20, 27 + i)], "rollout_log_probs": None, "truncated": False,
+        "action_ranges": [(8, 14), (20, 27 + i)], ACTION_RANGES_KEY: [(8, 12), (20, 24)],
+        "rollout_log_probs": None, "truncated": False,
         "extra_logs": {VALID_KEY: float(VALID[i]), FILTER_KEY: 0.0},
     }  # fmt: skip
 
@@ -52,11 +60,14 @@ def job(tmp_path_factory, orl_parse, orl_process_response, tiny_tokenizer):
     ]  # fmt: skip
     rng = torch.Generator().manual_seed(0)
     responses = [_response(i, rng, len(tiny_tokenizer)) for i in range(2 * N)]
+    # as SweRlSamplesGenerator makes them: upstream's processing, then our (1, A) action part in info
+    samples = [attach_action_part(orl_process_response(r, max_len=4096), r, 4096) for r in responses]
+    assert all(s.info[ACTION_KEY].shape == s.action_mask.shape for s in samples)
     solved_plus_infra = [{**r, "reward": 1.0, "scores": 1.0} for r in responses[N:]]  # 3 solved + 1 failure
     return {
         "argv": argv,
         "args": orl_parse(argv),
-        "samples": [orl_process_response(r, max_len=4096) for r in responses],
+        "samples": samples,
         "model_dir": str(model_dir),
         "model": model,
         # upstream's own default transport (zero-copy tensors on): our entropy rides in ExactForward, not on a tensor
@@ -172,6 +183,7 @@ def test_deepspeed_policy_actor_trains_saves_and_resumes(ds_job, ds_out, stage):
     _check_advantages(ds_job, res["experiences"], rtol=0.05, atol=0.02)
     adv = {i: e["advantages"][b] for e in res["experiences"] for b, i in enumerate(e["index"])}
     assert torch.all(adv[7] == 0), "the infrastructure failure gets no advantage"
+    assert all(ACTION_KEY not in e["info"] for e in res["experiences"]), "the seam pops the action part"
     status = res["status"]
     assert torch.isfinite(torch.tensor(status["policy_loss"])), status
     # our info keys survived split_experience_batch → collate → training_step → all_reduce → logging
