@@ -218,7 +218,13 @@ async def _image_missing(task: Task) -> bool:
 
 
 # Infrastructure failures worth one more try in a fresh sandbox (a test timeout or a missing image is not).
-TRANSIENT_FAILURES = frozenset({"sandbox_start_failed", "sandbox_died", "sandbox_error", "eval_interrupted"})
+# eval_output_lost: the eval script's log came back empty (it always prints its xtrace at least). Docker can drop an
+# exec's output under load (issue 27: a gold patch was graded unresolved on a log holding only the exit code);
+# graded again. Lost in every attempt, it is a reward-integrity violation instead: the code under test can
+# truncate its own stdout, and a result no log describes is never resolved (reward 0, not a masked None).
+TRANSIENT_FAILURES = frozenset(
+    {"sandbox_start_failed", "sandbox_died", "sandbox_error", "eval_interrupted", "eval_output_lost"}
+)
 
 
 async def grade(
@@ -248,6 +254,10 @@ async def grade(
     if earlier:
         log = "\n".join(earlier) + f"\n[grading attempt {len(earlier) + 1}]\n" + result.log
         result = dataclasses.replace(result, log=_cap(log))
+    if result.failure == "eval_output_lost":
+        why = f"the eval script's output was empty in all {len(earlier) + 1} grading attempts"
+        tests = {**result.tests, "resolved": False, "integrity": {"violations": [why]}}
+        result = dataclasses.replace(result, reward=0.0, resolved=False, tests=tests, failure=None)
     return result
 
 
@@ -272,6 +282,8 @@ async def _grade_once(
             integrity = await restore_harness(sb, task, g) if g else {"violations": []}
             check = await trusted_check.install(sb, WORKDIR) if detect else None
             log, timed_out = await _run_eval(sb, task, timeout, check.prefix if check else "", g)
+            if not timed_out and not log.strip():
+                return _infra("eval_output_lost", "[the eval script's output came back empty]")
             trusted = await trusted_check.collect(sb, check, log) if check else []
             log, record = await g.read_back(sb, log) if g else (log, None)
             if check and _report(task, patch, log).get("resolved"):

@@ -108,6 +108,60 @@ async def test_generated_tasks_grade_with_the_same_path():
     assert empty.tests["tests_status"]["FAIL_TO_PASS"]["failure"] == t.FAIL_TO_PASS
 
 
+class _LosesEvalLog:
+    """A real Docker sandbox whose read-back of the eval script's log comes back empty, as Docker's exec stream did
+    under load (issue 27; a named fault injection: the loss cannot be induced on demand)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    async def __aenter__(self):
+        await self.inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc):
+        return await self.inner.__aexit__(*exc)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def read_file(self, path: str) -> bytes:
+        from swe_rl.tasks.grading import EVAL_OUTPUT
+
+        return b"" if path.startswith(EVAL_OUTPUT) else await self.inner.read_file(path)
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+async def test_a_lost_eval_log_is_graded_again_and_never_resolves(tasks_micro_images):
+    """Before: the lost log (only the exit-code line the guard appends) was an integrity violation, a gold patch
+    scored 0 (test_killed_actor_gives_the_same_report_without_duplicates under load). Now: eval_output_lost,
+    graded again in a fresh sandbox; lost in every attempt, unresolved with a violation that says so."""
+    from sandboxes.config import make_sandbox
+
+    t = tasks_micro_images["swe-rl-micro__textkit-5"]
+    made: list[bool] = []
+
+    def factory_losing(first_n: int):
+        def factory(task):
+            made.append(len(made) < first_n)
+            sb = make_sandbox({"backend": "docker"}, image=task.image, run_id="tasks-ci")
+            return _LosesEvalLog(sb) if made[-1] else sb
+
+        return factory
+
+    once = await grade(t, t.patch, factory_losing(1))
+    assert (once.reward, once.resolved, once.failure) == (1.0, True, None), once.log[-2000:]
+    assert made == [True, False] and "[grading attempt 1: eval_output_lost]" in once.log
+    made.clear()
+    always = await grade(t, t.patch, factory_losing(9))
+    assert (always.reward, always.resolved, always.failure) == (0.0, False, None)
+    assert made == [True, True]
+    assert always.tests["integrity"]["violations"] == [
+        "the eval script's output was empty in all 2 grading attempts"
+    ]
+
+
 # Prepended to the test command: SIGKILL the sandbox's persistent shell (the `bash --noprofile --norc` that runs
 # every exec) while the eval script is running under it, when the sandbox was made with the variable set.
 KILL_SHELL = (
