@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandboxes import SandboxError, make_sandbox
-from sandboxes import transfer
+from sandboxes import SandboxError, make_sandbox, transfer
 
 pytestmark = pytest.mark.docker
 
