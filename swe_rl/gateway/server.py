@@ -21,7 +21,7 @@ from typing import Any
 
 from swe_rl.agent.chat import encode
 from swe_rl.gateway.session import Session
-from swe_rl.policy.base import Completion, Policy, SamplingParams
+from swe_rl.policy.base import Completion, ContextLengthExceeded, Policy, SamplingParams
 from swe_rl.policy.openai_server import PolicyServer
 
 DEFAULT_EXTRA_STOP = "<|endoftext|>"  # Qwen's end-of-text: ends a reply like the turn end does
@@ -231,6 +231,9 @@ class Gateway(PolicyServer):
                     return self._reply(200, fn())
                 except RequestError as e:
                     return self._reply(e.status, _error(str(e), e.code))
+                # the backend refused the prompt as longer than its context: a 400 for the agent, not a 500
+                except ContextLengthExceeded as e:
+                    return self._reply(400, _error(str(e), "context_length_exceeded"))
                 except (ValueError, TypeError) as e:
                     return self._reply(400, _error(str(e)))
                 except Exception as e:  # the policy failed: the agent sees a server error and may retry

@@ -24,6 +24,18 @@ class ContextLengthExceeded(RuntimeError):
     """The backend refused the prompt as longer than its context: the episode ends as `context_limit`."""
 
 
+# How servers word that refusal. vLLM 0.29: "This model's maximum context length is N tokens ...", "... is longer
+# than the maximum model length of N", and, for a turn budget (max_tokens) larger than the whole context,
+# "max_tokens=M cannot be greater than max_model_len=... Please request fewer output tokens." (a server that does
+# not report its max_model_len, so the agent's budget was not capped to it).
+CONTEXT_MARKERS = (
+    "maximum context length",
+    "context_length_exceeded",
+    "longer than the maximum model length",
+    "request fewer output tokens",
+)
+
+
 @dataclass(frozen=True)
 class Completion:
     token_ids: list[int]

@@ -20,7 +20,7 @@ import logging
 import random
 from typing import Any
 
-from swe_rl.policy.base import Completion, ContextLengthExceeded, SamplingParams
+from swe_rl.policy.base import CONTEXT_MARKERS, Completion, ContextLengthExceeded, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +33,6 @@ class PolicyServerError(RuntimeError):
 
 class ContextLengthError(PolicyServerError, ContextLengthExceeded):
     """The server refused the prompt as longer than its context (not an infrastructure failure)."""
-
-
-CONTEXT_MARKERS = (
-    "maximum context length",
-    "context_length_exceeded",
-    "longer than the maximum model length",
-)
 
 
 class OpenAIPolicy:

@@ -6,7 +6,13 @@ token's logprob. Start the engine with `logprobs_mode="processed_logprobs"` (`en
 temperature (and top-p), as the Policy contract says; at T=0 vLLM returns log_softmax of the raw logits (T=1), as
 HFLocalPolicy does. Entropy: vLLM returns no full distribution by default; with `entropy=True` the policy asks
 for every token's logprob (`logprobs=-1`, the engine needs `max_logprobs=-1`) and sums -p·log p. That is exact
-but costs vocab-size floats per token through vLLM's output path: fine for the tiny model (512), not for 152K.
+but costs vocab-size floats per token through vLLM's output path (bench/vocab.py measures it). Such requests are
+not detokenized by the engine (`detokenize=False`; the text is decoded here from the token ids): with it on, vLLM
+decodes the text of every one of the vocabulary's tokens for each generated token (~7.6 s per token for Qwen's
+151,936 rows on this CPU, against a few ms without).
+`top_k` / `min_p` are passed through. `cap_context(n)` returns min(n, the engine's max_model_len), warning once,
+and a prompt the engine refuses as longer than its context raises `ContextLengthExceeded` (the agent loop ends the
+episode as `context_limit`, not as an infrastructure error), as OpenAIPolicy does for a server.
 
 vLLM is imported only when a policy or engine is built, so this module imports in the main venv (no vLLM there).
 The engine lives on its own loop thread (`EngineThread`); `generate` may be awaited from any event loop.
@@ -18,11 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import math
 import time
 from typing import Any
 
-from swe_rl.policy.base import Completion, SamplingParams
+from swe_rl.policy.base import CONTEXT_MARKERS, Completion, ContextLengthExceeded, SamplingParams
+
+log = logging.getLogger(__name__)
 
 
 def engine_args(model: str, **overrides: Any) -> dict[str, Any]:
@@ -48,11 +57,16 @@ def sampling_kwargs(sampling: SamplingParams, *, all_logprobs: bool = False) -> 
         "stop_token_ids": list(sampling.stop_token_ids),
         "logprobs": -1 if all_logprobs else 0,  # 0: only the sampled token's logprob
         "skip_special_tokens": False,
-        "detokenize": True,
+        # every token's logprob: vLLM would decode all V tokens' text per generated token (the policy decodes)
+        "detokenize": not all_logprobs,
         "ignore_eos": False,
     }
     if sampling.seed is not None:
         kw["seed"] = sampling.seed
+    if sampling.top_k > 0:
+        kw["top_k"] = sampling.top_k
+    if sampling.min_p > 0:
+        kw["min_p"] = sampling.min_p
     return kw
 
 
@@ -153,15 +167,41 @@ class VLLMPolicy:
         prompt, params, request_id = self.build_request(prompt_ids, sampling)
         t0 = time.perf_counter()
         final = None
-        async for out in self.engine.engine.generate(prompt, params, request_id):
-            final = out
+        try:
+            async for out in self.engine.engine.generate(prompt, params, request_id):
+                final = out
+        except Exception as e:  # vLLM's VLLMValidationError for a prompt past max_model_len: not infra
+            if any(m in str(e) for m in CONTEXT_MARKERS):
+                raise ContextLengthExceeded(f"vLLM request {request_id}: {str(e)[:500]}") from e
+            raise
         if final is None or not final.outputs:
             raise RuntimeError(f"vLLM request {request_id}: the engine returned no output")
         c = completion_from_output(final.outputs[0], sampling, entropy=self.entropy)
+        if not params.detokenize:  # entropy requests: the engine skipped the text, decode it here
+            text = self.engine.engine.tokenizer.decode(c.token_ids, skip_special_tokens=False)
+            c = Completion(c.token_ids, c.logprobs, text, c.finish_reason, c.token_entropy)
         self.stats["requests"] += 1
         self.stats["tokens"] += len(c.token_ids)
         self.stats["gen_s"] += time.perf_counter() - t0  # summed over concurrent requests
         return c
+
+    @property
+    def max_model_len(self) -> int:
+        return int(self.engine.engine.model_config.max_model_len)
+
+    async def cap_context(self, requested: int) -> int:
+        """min(requested, the engine's max_model_len); warns once when the agent's budget is larger."""
+        served = self.max_model_len
+        if served >= requested:
+            return requested
+        if not getattr(self, "_warned", False):
+            self._warned = True
+            log.warning(
+                "agent max_context_tokens=%d exceeds the vLLM engine's max_model_len=%d: capped to %d "
+                "(start the engine with a larger max_model_len to use the whole budget)",
+                requested, served, served,
+            )  # fmt: skip
+        return served
 
     async def sync_weights(self, force: bool = False) -> bool:
         """Push the model's weights into the engine if they changed since the last push. True if it pushed."""

