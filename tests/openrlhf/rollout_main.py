@@ -105,6 +105,13 @@ def run_rollout(job: dict) -> dict:
     samples, consumed, _ = gen._generate_vllm(batches, 1, dynamic_filtering=False, **kwargs)
     rollout_s = time.perf_counter() - t0
     out: dict = {"consumed": consumed, "rollout_s": rollout_s, "samples": [_sample(s) for s in samples]}
+    # the dynamic filter's refill on the real engine: range (0, 1) rejects a group whose valid-mean score is 0
+    # (no episode can submit in 2 turns of 16 tokens), so upstream draws a replacement prompt and dispatches it
+    fargs = job["filter_args"]
+    fgen = SweRlSamplesGenerator(get_strategy(fargs), None, None, tok, engines)
+    two = iter([(None, [job["row"]["prompt"]], [job["row"]["label"]], [None])] * 2)
+    accepted, fconsumed, exhausted = fgen._generate_vllm(two, 1, dynamic_filtering=True, **kwargs)
+    out["filter"] = {"accepted": len(accepted), "consumed": fconsumed, "exhausted": exhausted}
     out["sync"] = _sync_names(engines[0], job["model_dir"])
 
     group, _ = _policy_group(strategy, job["model_dir"])

@@ -42,6 +42,9 @@ def rollout_job(orl_parse, orl_micro_task):
     }
     return {
         "args": orl_parse(argv),
+        "filter_args": orl_parse(
+            [*argv, "--algo.dynamic_filtering_enable", "--algo.dynamic_filtering_range", "0", "1"]
+        ),
         "model_dir": str(SHIPPED_SFT),
         "row": task_to_row(orl_micro_task),
         "env": env,
@@ -79,6 +82,8 @@ def test_real_rollout_actor_runs_our_executor_and_feeds_the_experience_maker(
         engine = s["rollout_log_probs"][0][s["action_mask"][0].bool()]
         assert engine.numel() == n
         assert (trainer - engine).abs().mean() < 0.1, (trainer - engine).abs().max()
+    # the refill with the real engine: group 1 rejected (valid-mean 0), a replacement dispatched and rejected
+    assert out["filter"] == {"accepted": 0, "consumed": 2, "exhausted": True}, out["filter"]
     sync = out["sync"]
     assert sync["dtype_mismatch"] == [] and sync["sent_dtypes"] == ["bfloat16"]
     assert sync["engine_dtypes"] == ["bfloat16"] and sync["n"] == len(sync["sent"])
