@@ -127,7 +127,9 @@ def run_preflight(
         if cfg.cluster.ray_address:
             ray.init(address=cfg.cluster.ray_address, runtime_env=runtime_env)
         else:  # a throwaway local Ray
-            ray.init(runtime_env=runtime_env, include_dashboard=False)
+            from sandboxes.raystart import init_local_ray
+
+            init_local_ray(runtime_env=runtime_env, include_dashboard=False)
     try:
         checks.append(gpu_check(cfg, ray.cluster_resources()))
         files = [agent_func_path(), str(Path(cfg.data.prompt_dataset).resolve())]
