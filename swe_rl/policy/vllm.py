@@ -178,7 +178,9 @@ class VLLMPolicy:
             raise RuntimeError(f"vLLM request {request_id}: the engine returned no output")
         c = completion_from_output(final.outputs[0], sampling, entropy=self.entropy)
         if not params.detokenize:  # entropy requests: the engine skipped the text, decode it here
-            text = self.engine.engine.tokenizer.decode(c.token_ids, skip_special_tokens=False)
+            # as vLLM's detokenizer does: the stop token (a stop id or EOS; no stop strings are sent) is not text
+            body = c.token_ids[:-1] if c.finish_reason == "stop" and c.token_ids else c.token_ids
+            text = self.engine.engine.tokenizer.decode(body, skip_special_tokens=False)
             c = Completion(c.token_ids, c.logprobs, text, c.finish_reason, c.token_entropy)
         self.stats["requests"] += 1
         self.stats["tokens"] += len(c.token_ids)
