@@ -147,9 +147,8 @@ def main(case: str, job_path: str, out_path: str) -> None:
         job = pickle.load(f)
     env = {"PYTHONPATH": os.environ["PYTHONPATH"], **job["env"]}
     os.environ.update(job["env"])  # the driver reads the AEM config too (our maker lives here in `sync`)
-    from sandboxes.raystart import (
-        init_local_ray,
-    )  # retried on a slow raylet; workers at the driver's priority
+    # retried on a slow raylet; workers at the driver's priority
+    from sandboxes.raystart import init_local_ray
 
     init_local_ray(
         num_cpus=8, num_gpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False,
