@@ -76,6 +76,16 @@ def test_wandb_key_reaches_upstream_parser_but_never_its_printout(orl_parse):
         secret_argv(flags.to_argv(cfg, "x.py"), environ={})
 
 
+def test_packing_off_reaches_upstream_parser(orl_parse):
+    """The rehearsal's knob: packing (flash-attention's varlen kernels) off, with dynamic batching off too, is what
+    upstream's parser and its post-parse rules keep; the recipes keep packing on."""
+    off = ["model.packing_samples=false", "rollout.max_tokens_per_gpu=null"]
+    on = orl_parse(flags.to_argv(load_config(OpenRLHFTrainConfig, files=[R7B]), "x.py"))
+    args = orl_parse(flags.to_argv(load_config(OpenRLHFTrainConfig, files=[R7B], overrides=off), "x.py"))
+    assert on.ds.packing_samples and on.train.dynamic_batch_enable
+    assert not args.ds.packing_samples and not args.train.dynamic_batch_enable
+
+
 def test_launch_refuses_wandb_without_key_and_reports_resume(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     data = tmp_path / "rows.jsonl"
@@ -158,6 +168,12 @@ def test_actor_side_reads_the_env_name_the_launcher_sets():
         (["optim.is_correction.level=seq", "optim.is_correction.mode=clip"], "clip .TIS. needs level token"),
         (["optim.is_correction.level=token", "optim.is_correction.gating=tv"], "upper bound only"),
         (["optim.is_correction.threshold=[5.0, 0.5]"], "LOW must be below HIGH"),
+        # upstream turns packing back on for dynamic batching and ring attention, with a warning only
+        (["model.packing_samples=false"], "rollout.max_tokens_per_gpu .dynamic batching. needs packing"),
+        (
+            ["model.packing_samples=false", "rollout.max_tokens_per_gpu=null", "cluster.ring_attn_size=2"],
+            "ring attention",
+        ),
     ],
 )
 def test_async_and_is_correction_config_errors(overrides, match):

@@ -36,6 +36,9 @@ class ModelConfig(StrictModel):
     param_dtype: Literal["bf16", "fp16"] = "bf16"  # training dtype
     attn_implementation: str = "flash_attention_2"  # attention kernel for training forwards
     gradient_checkpointing: bool = True  # recompute activations (required at 32K context)
+    # pack episodes into one row per micro-batch (--ds.packing_samples; multi-turn episodes differ wildly in length).
+    # Packing runs flash-attention's varlen kernels: off only where there is none (the CPU rehearsal, `make rehearsal`)
+    packing_samples: bool = True
 
 
 class RolloutConfig(StrictModel):
@@ -228,6 +231,14 @@ class OpenRLHFTrainConfig(StrictModel):
                 f"cluster: colocate_all needs nodes*gpus_per_node ({c.nodes * c.gpus_per_node}) == "
                 f"vllm_engines*vllm_tp ({c.vllm_engines * c.vllm_tp})"
             )
+        if not self.model.packing_samples:
+            # upstream turns packing back on for these (train_ppo_ray.py:687-694), with a warning only
+            for on, what in ((self.rollout.max_tokens_per_gpu is not None, "rollout.max_tokens_per_gpu (dynamic batching)"),
+                             (c.ring_attn_size > 1, "cluster.ring_attn_size > 1 (ring attention)")):  # fmt: skip
+                if on:
+                    raise ValueError(
+                        f"model.packing_samples: false, but {what} needs packing; turn it off too"
+                    )
         if self.optim.estimator != "reinforce_baseline" and self.rollout.samples_per_prompt < 2:
             raise ValueError(f"rollout.samples_per_prompt: {self.optim.estimator} needs groups of at least 2")
         return self

@@ -53,7 +53,7 @@ def _model_and_data(cfg: OpenRLHFTrainConfig, out: list[str], agent_func_path: s
     _opt(out, "--ds.param_dtype", cfg.model.param_dtype)
     _opt(out, "--ds.attn_implementation", cfg.model.attn_implementation)
     _switch(out, "--actor.gradient_checkpointing_enable", cfg.model.gradient_checkpointing)
-    _switch(out, "--ds.packing_samples", True)  # multi-turn episodes differ wildly in length
+    _switch(out, "--ds.packing_samples", cfg.model.packing_samples)
     _opt(out, "--train.agent_func_path", agent_func_path)
     _opt(out, "--data.prompt_dataset", cfg.data.prompt_dataset)
     _opt(out, "--data.input_key", "prompt")
