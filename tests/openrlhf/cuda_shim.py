@@ -23,7 +23,9 @@ ROUTED: dict[str, tuple[str, str]] = {
         "replay_buffer.py:104-165",
     ),
     "synchronize": ("no-op", "distributed_util.py:10 barrier, ppo_actor.py:583 fit, deepspeed_utils.py:189"),
-    "empty_cache": ("no-op", "ppo_actor.py:577/582 fit, launcher.py:64, deepspeed.py:398"),
+    "empty_cache": ("no-op", "ppo_actor.py:577/582 fit, launcher.py:64, deepspeed.py:398, ppo_actor.py:417"),
+    # the weight broadcast (the rehearsal): the stream argument of the communicator's broadcast; on CPU there is none
+    "current_stream": ("None", "ppo_actor.py:436 broadcast_to_vllm"),
 }
 # torch's own behaviour stays for queries and for the RNG seeding torch.manual_seed forwards (lazy on CPU)
 QUERIES = {
@@ -62,6 +64,7 @@ def install() -> list[str]:
     if torch.cuda.is_available():
         raise RuntimeError("CPU_FOR_CUDA shim is for CPU machines only")
     results = {"set_device": None, "current_device": "cpu", "synchronize": None, "empty_cache": None}
+    results["current_stream"] = None
     for name in dir(torch.cuda):
         obj = getattr(torch.cuda, name)
         if name.startswith("_") or name in QUERIES or isinstance(obj, type) or not callable(obj):
