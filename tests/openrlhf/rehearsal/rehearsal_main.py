@@ -123,7 +123,9 @@ def check(
 ) -> list[tuple[str, bool, str]]:
     """The launch's outcome from what its processes wrote: `steps` new steps (and syncs) in this launch, the
     checkpoint tag at `total_steps` (a resumed launch continues the step count), the weights moved from `start`
-    (the digest of the weights it began with; default: the model's)."""
+    (the digest of the weights it began with: the model's, or for a resumed launch the checkpoint's). A resumed
+    launch first syncs the checkpoint's weights into the engines, which start from the model path
+    (ppo_trainer.py:513-515), so it makes one sync more than its steps."""
     from rehearsal_hooks import PROBE, SYNC_LOG
 
     out: list[tuple[str, bool, str]] = []
@@ -133,7 +135,14 @@ def check(
         else []
     )
     syncs = [s for s in syncs if s["time"] >= started]
-    out.append(("one weight sync per step", len(syncs) == steps, f"{len(syncs)} syncs, {steps} steps"))
+    resumed = start is not None
+    want_syncs = steps + 1 if resumed else steps
+    what = "one weight sync per step" + (", after the resumed weights' sync" if resumed else "")
+    out.append((what, len(syncs) == want_syncs, f"{len(syncs)} syncs, {steps} steps"))
+    if resumed and syncs:
+        first = syncs[0]["probe_engine"]
+        out.append(("resumed: the engine first gets the checkpoint's weights", first == start,
+                    f"{PROBE}: engine {first}, checkpoint {start}"))  # fmt: skip
     want = trained_names(cfg.model.path)
     for i, s in enumerate(syncs):
         missing = sorted(set(want) - set(s["names"]))
