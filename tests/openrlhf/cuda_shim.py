@@ -107,3 +107,25 @@ def _replay_buffer_on_cpu() -> None:
         self.target_device = torch.device("cpu")
 
     rb.NaiveReplayBuffer.__init__ = __init__
+
+
+def deepspeed_on_cpu() -> None:
+    """DeepSpeed's CPU accelerator for upstream's strategy, in the process that builds the engine: no shared-memory
+    collective op (DeepSpeed's CPU backend JIT-builds `deepspeed_shm_comm`, C++, ~2 min on 2 busy cores, cached only
+    per machine, at init_distributed; without it DeepSpeed calls torch.distributed's gloo collectives directly, as
+    it calls NCCL's on a GPU), and torch's AdamW in the optimizer section (`torch_adam: true`; FusedAdam would
+    JIT-compile its op for ~7 min; the optimizer math is AdamW either way)."""
+    import importlib
+
+    from openrlhf.utils.deepspeed.deepspeed import DeepspeedStrategy
+
+    importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None  # (the attribute is `torch`)
+    upstream = DeepspeedStrategy.get_ds_train_config
+
+    def get_ds_train_config(self, optim_dict=None, **kwargs):
+        cfg = upstream(self, optim_dict, **kwargs)
+        if "optimizer" in cfg:
+            cfg["optimizer"]["params"]["torch_adam"] = True
+        return cfg
+
+    DeepspeedStrategy.get_ds_train_config = get_ds_train_config

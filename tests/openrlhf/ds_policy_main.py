@@ -20,26 +20,12 @@ import ray
 
 
 def _in_actor_setup(policy: Any) -> list[str]:
-    """Runs in the policy actor before upstream's init: the shim, torch's AdamW in DeepSpeed's config, and no
-    shared-memory collective op: DeepSpeed's CPU backend JIT-builds `deepspeed_shm_comm` (C++, ~2 min on 2 busy
-    cores, cached only per machine) at init_distributed; without it DeepSpeed calls torch.distributed's gloo
-    collectives directly, as it calls NCCL's on a GPU (the op exists only on the CPU accelerator)."""
-    import importlib
-
+    """Runs in the policy actor before upstream's init: the shim, then DeepSpeed's CPU set-up (torch's AdamW, no
+    JIT-built shared-memory collective op; cuda_shim.deepspeed_on_cpu)."""
     import cuda_shim
-    from openrlhf.utils.deepspeed.deepspeed import DeepspeedStrategy
 
     routed = cuda_shim.install()
-    importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None  # (the attribute is `torch`)
-    upstream = DeepspeedStrategy.get_ds_train_config
-
-    def get_ds_train_config(self, optim_dict=None, **kwargs):
-        cfg = upstream(self, optim_dict, **kwargs)
-        if "optimizer" in cfg:
-            cfg["optimizer"]["params"]["torch_adam"] = True
-        return cfg
-
-    DeepspeedStrategy.get_ds_train_config = get_ds_train_config
+    cuda_shim.deepspeed_on_cpu()
     return routed
 
 

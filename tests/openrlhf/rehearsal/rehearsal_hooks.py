@@ -78,25 +78,6 @@ def stateless_init_process_group(master_address, master_port, rank, world_size, 
     return GlooBroadcastGroup(master_address, master_port, rank, world_size)
 
 
-def _deepspeed_on_cpu() -> None:
-    """DeepSpeed's CPU accelerator as ds_policy_main.py sets it up: no JIT-built shm collective (a ~2 min C++
-    compile; DeepSpeed then calls gloo directly), torch's AdamW instead of FusedAdam's ~7 min JIT build."""
-    import importlib
-
-    from openrlhf.utils.deepspeed.deepspeed import DeepspeedStrategy
-
-    importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
-    upstream = DeepspeedStrategy.get_ds_train_config
-
-    def get_ds_train_config(self, optim_dict=None, **kwargs):
-        cfg = upstream(self, optim_dict, **kwargs)
-        if "optimizer" in cfg:
-            cfg["optimizer"]["params"]["torch_adam"] = True
-        return cfg
-
-    DeepspeedStrategy.get_ds_train_config = get_ds_train_config
-
-
 def ray_worker_setup() -> None:
     """Ray's worker_process_setup_hook: runs once in each Ray worker process of the rehearsal job."""
     sys.path.insert(0, str(HERE.parent))  # tests/openrlhf: the CPU_FOR_CUDA shim
@@ -104,7 +85,7 @@ def ray_worker_setup() -> None:
     from openrlhf.trainer.ray import ppo_actor
 
     cuda_shim.install()
-    _deepspeed_on_cpu()
+    cuda_shim.deepspeed_on_cpu()
     ppo_actor.stateless_init_process_group = stateless_init_process_group  # bound by name at its import
 
 
