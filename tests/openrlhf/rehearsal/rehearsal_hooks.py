@@ -18,8 +18,8 @@ Why the transport differs: upstream's non-colocated sync (`--vllm.sync_backend n
 `PyNcclCommunicator` through `stateless_init_process_group`; on a machine without NCCL that communicator is
 disabled (vllm/distributed/device_communicators/pynccl.py:94-103) and its `broadcast` returns without sending
 anything (pynccl.py:437), so the engine would keep its old weights and nothing would fail. Upstream's other route,
-`--vllm.sync_with_ray` (ray.util.collective), needs both ends to be Ray actors; vLLM's worker runs in its own engine process (`distributed_executor_backend="uni"` at TP 1), so it is not one. The
-gloo group here has the same shape as upstream's stateless group: its own TCP store at the address and port rank 0
+`--vllm.sync_with_ray` (ray.util.collective), needs both ends to be Ray actors; vLLM's worker runs in its own
+engine process (`distributed_executor_backend="uni"` at TP 1), so it is not one. The gloo group here has the same shape as upstream's stateless group: its own TCP store at the address and port rank 0
 picked, outside torch.distributed's default group (DeepSpeed's in the actor, vLLM's in the worker).
 
 Every weight the engine loads is logged to $SWE_RL_REHEARSAL_OUT/vllm_sync.jsonl, so the driver can assert that the
