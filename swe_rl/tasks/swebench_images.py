@@ -21,8 +21,11 @@ Images are cached by a hash of everything that goes into them (label INPUTS_LABE
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
 import re
+import tarfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,3 +144,33 @@ def source_of(inputs: Path, iid: str) -> Path:
             return cand
     raise ImageInputError(f"{inputs}/src/{iid}.tar: missing (expected `git archive <base_commit>` of the repo, "
                           "a .tar/.tar.gz or a directory)")  # fmt: skip
+
+
+def read_source_file(source: Path, rel: str) -> bytes:
+    """One file of a source (a .tar, a .tar.gz or a directory), by its path in the repository."""
+    rel = rel.removeprefix("./")
+    if source.is_dir():
+        if (source / rel).is_file():
+            return (source / rel).read_bytes()
+    else:
+        with tarfile.open(source) as tar:  # mode "r:*": plain or gzip, whichever it is
+            for name in (rel, f"./{rel}"):
+                try:
+                    member = tar.extractfile(name)
+                except KeyError:
+                    continue
+                if member is not None:
+                    return member.read()
+    raise ImageInputError(f"{source}: no file {rel!r} in the source")
+
+
+def source_tar_sha256(source: Path) -> str | None:
+    """sha256 of the uncompressed tar (what `git archive --format=tar` wrote, before any gzip); None for a
+    directory, which has no tar bytes to compare."""
+    if source.is_dir():
+        return None
+    h = hashlib.sha256()
+    with gzip.open(source) if source.name.endswith(".gz") else source.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

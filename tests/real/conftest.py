@@ -1,28 +1,46 @@
 """Real SWE-bench instances from an inputs directory (rows.jsonl + src/ + wheels/; swe_rl/tasks/swebench_images.py).
 
-The directory comes from SWE_RL_REAL_INPUTS (`make test-real REAL_INPUTS=DIR`), default ../shared/real_instances.
-Nothing of it is in the repository (third-party source and dataset rows); tests/real/manifest.json names what we
-checked. Without the directory every test here is skipped with one line saying where it looked.
+The directory comes from SWE_RL_REAL_INPUTS (`make test-real REAL_INPUTS=DIR`), default ../shared/real_instances;
+SWE_RL_REAL_IDS (`make test-real REAL_IDS="id id"`) narrows it to some ids. Nothing of it is in the repository
+(third-party source and dataset rows); tests/real/manifest.json names what we checked. Without the directory every
+test here is skipped with one line saying where it looked.
+
+Fixtures other test files rely on (names and meaning stable):
+- `iid`: one test per selected instance id (parametrized here).
+- `real_tasks`: `(rows_path, tasks)`: the task rows of the images built this session and {iid: Task}. Looking up an
+  instance whose build (or source check) failed fails that test with the reason; the build runs once per session,
+  only for the instances the selected tests need, and is never retried per test.
+- `real_inputs`: the inputs directory; `real_manifest`: manifest.json's {iid: entry}.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import re
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 INPUTS = Path(os.environ.get("SWE_RL_REAL_INPUTS") or REPO.parent / "shared" / "real_instances").resolve()
+MANIFEST = Path(__file__).with_name("manifest.json")
+NEEDED = pytest.StashKey[list[str]]()
 
 
 def real_ids() -> list[str]:
+    """The inputs' instance ids, in rows.jsonl order, narrowed by SWE_RL_REAL_IDS (spaces or commas)."""
     rows = INPUTS / "rows.jsonl"
     if not rows.is_file():
         return []
-    return [json.loads(x)["instance_id"] for x in rows.read_text().splitlines() if x.strip()]
+    ids = [json.loads(x)["instance_id"] for x in rows.read_text().splitlines() if x.strip()]
+    wanted = re.split(r"[\s,]+", os.environ.get("SWE_RL_REAL_IDS", "").strip())
+    wanted = [w for w in wanted if w]
+    unknown = sorted(set(wanted) - set(ids))
+    if unknown:
+        raise pytest.UsageError(f"SWE_RL_REAL_IDS names ids not in {rows}: {', '.join(unknown)}")
+    return [i for i in ids if i in wanted] if wanted else ids
 
 
 def pytest_collection_modifyitems(config, items):
@@ -34,9 +52,40 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_collection_finish(session):
+    """The instances the selected tests need: a per-instance test needs its own; any other real test needs all."""
+    needed: set[str] = set()
+    for item in session.items:
+        if "tests/real/" not in str(item.fspath) or "real_tasks" not in getattr(item, "fixturenames", ()):
+            continue
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "iid" in callspec.params:
+            needed.add(callspec.params["iid"])
+        else:
+            needed.update(real_ids())
+    session.config.stash[NEEDED] = [i for i in real_ids() if i in needed]
+
+
 def pytest_generate_tests(metafunc):
     if "iid" in metafunc.fixturenames:  # one test per instance of the inputs dir
         metafunc.parametrize("iid", real_ids() or ["none"])
+
+
+class BuiltTasks(dict):
+    """{iid: Task} of the built instances; a failed one's lookup fails the asking test with the reason."""
+
+    def __init__(self, tasks: dict[str, Any], failed: dict[str, str]):
+        super().__init__(tasks)
+        self.failed = failed
+
+    def __missing__(self, iid: str) -> Any:
+        reason = self.failed.get(iid, "not built this session (not selected: SWE_RL_REAL_IDS / -k)")
+        pytest.fail(f"{iid}: {reason}", pytrace=False)
+
+
+class RealTasks(NamedTuple):
+    rows: Path
+    tasks: BuiltTasks
 
 
 @pytest.fixture(scope="session")
@@ -45,24 +94,40 @@ def real_inputs() -> Path:
 
 
 @pytest.fixture(scope="session")
-def real_tasks(tmp_path_factory):
-    """Every instance's image (built, or present with the same inputs hash) and its task row file."""
+def real_manifest() -> dict[str, dict[str, Any]]:
+    return json.loads(MANIFEST.read_text())["instances"]
+
+
+def source_mismatch(iid: str, entry: dict[str, Any]) -> str:
+    """'' when the instance's source is the one manifest.json records (or there is nothing to compare)."""
+    from swe_rl.tasks.swebench_images import ImageInputError, source_of, source_tar_sha256
+
+    try:
+        digest = source_tar_sha256(source_of(INPUTS, iid))
+    except ImageInputError as e:
+        return str(e)
+    if digest is None or digest == entry["source_tar_sha256"]:
+        return ""
+    return (f"source sha256 {digest} (of the uncompressed tar), manifest.json expects {entry['source_tar_sha256']} "
+            f"(git archive --format=tar {entry['base_commit']} of {entry['repo']})")  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def real_tasks(request, tmp_path_factory, real_manifest) -> RealTasks:
+    """The needed instances' images (built, or present with the same inputs hash) and their task rows."""
     from swe_rl.tasks.loaders import load_tasks
     from swe_rl.tasks.swebench_build import build_inputs
 
-    manifest = json.loads((Path(__file__).with_name("manifest.json")).read_text())["instances"]
-    for iid, entry in manifest.items():  # a listed instance must come with the very source we checked
-        src = INPUTS / "src" / f"{iid}.tar"
-        if iid in real_ids() and src.is_file():
-            digest = hashlib.sha256(src.read_bytes()).hexdigest()
-            assert digest == entry["source_tar_sha256"], (
-                f"{src}: sha256 {digest}, manifest.json expects "
-                f"{entry['source_tar_sha256']} (git archive --format=tar {entry['base_commit']} of {entry['repo']})"
-            )
+    needed = request.config.stash.get(NEEDED, None) or real_ids()
+    failed = {i: m for i in needed if i in real_manifest and (m := source_mismatch(i, real_manifest[i]))}
     out = tmp_path_factory.mktemp("real") / "tasks.jsonl"
-    results = build_inputs(INPUTS, out)
-    failed = [f"{r.instance_id}: {r.error}" for r in results if r.status == "failed"]
-    assert not failed, "\n".join(failed)
+    todo = [i for i in needed if i not in failed]
+    results = build_inputs(INPUTS, out, ids=todo) if todo else []
     for r in results:
-        print(f"image {r.instance_id}: {r.status} in {r.seconds:.0f}s")
-    return out, {t.instance_id: t for t in load_tasks(out)}
+        print(f"image {r.instance_id}: {r.status} in {r.seconds:.0f}s" + (f" ({r.error})" if r.error else ""))
+        if r.status == "failed":
+            failed[r.instance_id] = f"image build failed: {r.error}"
+    if not todo:
+        out.write_text("")
+    tasks = {t.instance_id: t for t in load_tasks(out)} if out.read_text().strip() else {}
+    return RealTasks(out, BuiltTasks(tasks, failed))

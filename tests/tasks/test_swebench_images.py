@@ -6,7 +6,10 @@ from __future__ import annotations
 import ensurepip
 import io
 import json
+import os
+import re
 import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -195,3 +198,81 @@ def test_bad_inputs_fail_their_row_with_the_reason(inputs, tmp_path):
     assert res.status == "failed" and "src/swe-rl__calc-1.tar: missing" in res.error
     with pytest.raises(ImageInputError, match=r"rows\.jsonl: missing"):
         build_inputs(tmp_path / "nowhere")
+
+
+def test_sources_as_tar_gzip_or_directory(inputs, tmp_path):
+    """src/<id>.tar, .tar.gz and a directory give the same files; the hash is the uncompressed tar's."""
+    import gzip
+    import hashlib
+
+    from swe_rl.tasks.swebench_images import read_source_file, source_of, source_tar_sha256
+
+    tar = inputs / "src" / "swe-rl__calc-1.tar"
+    raw = tar.read_bytes()
+    assert (
+        source_of(inputs, "swe-rl__calc-1") == tar
+        and source_tar_sha256(tar) == hashlib.sha256(raw).hexdigest()
+    )
+    gz = tmp_path / "gz" / "src" / "swe-rl__calc-1.tar.gz"
+    gz.parent.mkdir(parents=True)
+    gz.write_bytes(gzip.compress(raw))
+    assert source_of(tmp_path / "gz", "swe-rl__calc-1") == gz and source_tar_sha256(gz) == source_tar_sha256(
+        tar
+    )
+    folder = tmp_path / "dir" / "src" / "swe-rl__calc-1"
+    with tarfile.open(tar) as t:
+        t.extractall(folder, filter="tar")
+    assert source_of(tmp_path / "dir", "swe-rl__calc-1") == folder and source_tar_sha256(folder) is None
+    for src in (tar, gz, folder):
+        assert read_source_file(src, "calc.py").decode() == CALC
+        with pytest.raises(ImageInputError, match=r"no file 'nope\.py'"):
+            read_source_file(src, "nope.py")
+
+
+FIXTURE_USER = """
+def test_one(iid, real_tasks):
+    assert real_tasks.tasks[iid].image.startswith("sweb.eval.x86_64.")
+
+def test_all(real_tasks):
+    assert sorted(real_tasks.tasks) == ["swe-rl__calc-1"] and sorted(real_tasks.tasks.failed) == [
+        "swe-rl__calc-2", "swe-rl__calc-3"]
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(900)
+def test_real_fixture_fails_only_the_bad_instances(inputs, tmp_path):
+    """tests/real/conftest.py as a user of its fixtures sees it: one good instance (src .tar.gz), one whose source
+    is missing, one whose source does not match manifest.json. Only the bad instances' tests fail, each with its
+    reason; the session builds once (no retry per test) and only the instances the selected tests need."""
+    import gzip
+    import shutil
+
+    tar = inputs / "src" / "swe-rl__calc-1.tar"
+    (inputs / "src" / "swe-rl__calc-3.tar").write_bytes(tar.read_bytes())
+    (inputs / "src" / "swe-rl__calc-1.tar.gz").write_bytes(gzip.compress(tar.read_bytes()))
+    tar.unlink()
+    rows = [{**ROW, "instance_id": f"swe-rl__calc-{n}"} for n in (1, 2, 3)]
+    (inputs / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    suite = tmp_path / "tests" / "real"
+    suite.mkdir(parents=True)
+    shutil.copy(Path(__file__).parents[1] / "real" / "conftest.py", suite / "conftest.py")
+    entry = {"repo": "swe-rl/calc", "base_commit": "0" * 40, "source_tar_sha256": "f" * 64}
+    (suite / "manifest.json").write_text(json.dumps({"instances": {"swe-rl__calc-3": entry}}))
+    (suite / "test_user.py").write_text(FIXTURE_USER)
+
+    def run(*args: str) -> str:
+        env = {**os.environ, "SWE_RL_REAL_INPUTS": str(inputs)}
+        proc = subprocess.run([sys.executable, "-m", "pytest", str(suite), "-s", "-rf", "-p", "no:cacheprovider",
+                               *args], capture_output=True, text=True, env=env, cwd=Path(__file__).parents[2])  # fmt: skip
+        return proc.stdout + proc.stderr
+
+    out = run()
+    assert "3 passed" not in out and "2 failed, 2 passed" in out, out[-3000:]
+    assert re.search(r"FAILED .*test_one\[swe-rl__calc-2\] - Failed: swe-rl__calc-2: image build failed: .*calc-2\.tar: "
+                     r"missing", out), out[-3000:]  # fmt: skip
+    assert re.search(r"FAILED .*test_one\[swe-rl__calc-3\] - Failed: swe-rl__calc-3: source sha256 \w+ \(of the "
+                     r"uncompressed tar\), manifest.json expects f{64}", out), out[-3000:]  # fmt: skip
+    assert out.count("image swe-rl__calc-2: failed") == 1 and out.count("image swe-rl__calc-1: ") == 1
+    out = run("-k", "test_one and calc-1")
+    assert "1 passed" in out and "image swe-rl__calc-1: present" in out and "calc-2" not in out, out[-3000:]
