@@ -1,10 +1,16 @@
 """Grade a patch for a Task in a fresh sandbox, the way swebench's `run_instance` does, with swebench's functions.
 
-Steps (mirroring swebench.harness.run_evaluation.run_instance): fresh sandbox from the task image -> write the
-patch to /tmp/patch.diff -> try swebench's GIT_APPLY_CMDS in order (git apply, --3way, --reject, patch --fuzz=5),
-resetting the tree between attempts, then the "already applied" reverse check -> run the eval script built by
-swebench's `make_test_spec` (it records the test exit code) -> `get_eval_report` on the log, which parses it with
-the instance's `log_parser` and computes the FAIL_TO_PASS / PASS_TO_PASS report and resolved status.
+Phases of one grading (`_grade_once`, in one sandbox):
+1. setup: fresh sandbox from the task image, `prepare_sandbox`, the tree guard's snapshot (`guard.before_patch`);
+2. apply: swebench's GIT_APPLY_CMDS in order (git apply, --3way, --reject, patch --fuzz=5), resetting the tree
+   between attempts, then the "already applied" reverse check (`_apply_patch`);
+3. tree guard: harness and runner files the patch touched reset (`restore_harness`);
+4. graded run: the official run (`graded_run`): the eval script built by swebench's `make_test_spec`, plus only
+   the exit-code file and, for a pytest run, pytest's junit record (dropped, and the run repeated without it,
+   when it may have changed a result: integrity_log.junit_footprint); `get_eval_report` on its log, then the log
+   guards (`_verdict`);
+5. probe run (swe_rl.tasks.probe), only for a result that would be resolved: the same script with an observer and
+   only FAIL_TO_PASS selected; labels only, never the verdict.
 
 Infrastructure failures (image missing, sandbox failed to start or died, a grading command that ended without an
 exit status, test timeout, environment-tier log signatures) give reward None with a `failure` label, after one more
@@ -15,36 +21,54 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import secrets
-import shlex
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from sandboxes.base import (
-    ExecResult,
     Sandbox,
     SandboxDiedError,
     SandboxError,
     SandboxStartError,
     SandboxTimeoutError,
 )
-from swe_rl.tasks import guard, trusted_check
-from swe_rl.tasks.integrity import patched_paths
-from swe_rl.tasks.integrity_log import is_pytest_run, log_violations, test_section
+from swe_rl.tasks import guard
+from swe_rl.tasks.eval_run import (
+    EVAL_OUTPUT,
+    WORKDIR,
+    Interrupted,
+    eval_script_for,
+    graded_run,
+    instance_dict,
+    no_exit_status,
+    report_from_log,
+)
+from swe_rl.tasks.integrity_log import log_violations
+from swe_rl.tasks.probe import Probe, run_probe
 from swe_rl.tasks.reward import RewardResult, label_suspicious
 from swe_rl.tasks.task import Task
+
+# what callers import from here (the graded run's pieces live in swe_rl.tasks.eval_run)
+__all__ = [
+    "EVAL_OUTPUT",
+    "EVAL_TIMEOUT",
+    "TRANSIENT_FAILURES",
+    "WORKDIR",
+    "SandboxFactory",
+    "docker_factory",
+    "eval_script_for",
+    "grade",
+    "grade_sync",
+    "graded_run",
+    "instance_dict",
+    "prepare_sandbox",
+    "report_from_log",
+    "restore_harness",
+]
 
 # Task -> an unstarted Sandbox running the task's image (grading enters it with `async with`).
 SandboxFactory = Callable[[Task], Sandbox]
 
-WORKDIR = "/testbed"
 PATCH_FILE = "/tmp/patch.diff"  # swebench's CONTAINER_PATCH_FILE
-EVAL_FILE = "/eval.sh"
-EVAL_OUTPUT = (
-    "/tmp/swe_rl_eval_output"  # + a random suffix: the full log, read back as a file (exec output is capped)
-)
 LOG_KEEP = 200_000  # characters of test output kept in RewardResult.log (head + tail)
 EVAL_TIMEOUT = 1800.0  # seconds; swebench's default --timeout
 
@@ -57,32 +81,6 @@ def docker_factory(config: Any = None, *, run_id: str | None = None) -> SandboxF
         return make_sandbox(config, image=task.image, run_id=run_id, labels={"swe-rl.task": task.instance_id})
 
     return factory
-
-
-def instance_dict(task: Task) -> dict[str, Any]:
-    """The SWE-bench instance dict swebench's make_test_spec / run_evaluation read."""
-    row = task.model_dump(exclude={"metadata"})
-    row["eval_script"] = eval_script_for(task)
-    return row
-
-
-def eval_script_for(task: Task) -> str:
-    """A task's eval script; a bare test command (no SWE-bench output markers) is wrapped into one that applies
-    the test patch and brackets the command with the markers swebench's grading needs."""
-    from swebench.harness.constants import END_TEST_OUTPUT, START_TEST_OUTPUT
-
-    script = task.eval_script
-    if START_TEST_OUTPUT in script and END_TEST_OUTPUT in script:
-        return script
-    lines = ["#!/bin/bash", "set -uxo pipefail", f"cd {WORKDIR}"]
-    if task.test_patch.strip():
-        # as SWE-bench's scripts do: the test patch's files back at the base commit first, so that the agent's
-        # edits to (or deletion of) the tests never count
-        files = " ".join(shlex.quote(p) for p in patched_paths(task.test_patch))
-        lines.append(f"git checkout {task.base_commit or 'HEAD'} -- {files} 2>/dev/null || true")
-        lines += ["git apply -v - <<'EOF_114329324912'", task.test_patch.rstrip("\n"), "EOF_114329324912"]
-    lines += [f": '{START_TEST_OUTPUT}'", script.strip(), f": '{END_TEST_OUTPUT}'", ""]
-    return "\n".join(lines)
 
 
 def _cap(text: str, keep: int = LOG_KEEP) -> str:
@@ -132,27 +130,12 @@ async def _apply_patch(sb: Sandbox, patch: str) -> tuple[bool, str]:
             await sb.exec("git checkout -- . ; git clean -fd", cwd=WORKDIR, timeout=300)
         res = await sb.exec(f"{cmd} {PATCH_FILE}", cwd=WORKDIR, timeout=300)
         log.append(f"$ {cmd}\n{res.output}")
-        _no_exit_status(res, "\n".join(log))
+        no_exit_status(res, "\n".join(log))
         if res.exit_code == 0:
             return True, "\n".join(log)
     res = await sb.exec(f"git apply --check --reverse {PATCH_FILE}", cwd=WORKDIR, timeout=300)
-    _no_exit_status(res, "\n".join(log))
+    no_exit_status(res, "\n".join(log))
     return res.exit_code == 0, "\n".join(log)
-
-
-class _Interrupted(Exception):
-    """A grading command ended without an exit status (its shell died, or the client gave up on it): the
-    sandbox failed, the patch was not judged."""
-
-    def __init__(self, log: str):
-        super().__init__("a grading command ended without an exit status")
-        self.log = log
-
-
-def _no_exit_status(res: ExecResult, log: str) -> None:
-    # Shell commands exit 0..255; sandboxes report -1 when no status came back (shell died, client timeout).
-    if res.exit_code < 0:
-        raise _Interrupted(log)
 
 
 async def restore_harness(sb: Sandbox, task: Task, g: guard.Guard) -> dict[str, Any]:
@@ -168,43 +151,6 @@ async def restore_harness(sb: Sandbox, task: Task, g: guard.Guard) -> dict[str, 
         [f"the patch wrote inside .git: {list(changes.git_dir)[:5]}"] if changes.git_dir else []
     )
     return out
-
-
-async def _run_eval(
-    sb: Sandbox, task: Task, timeout: float, prefix: str = "", g: guard.Guard | None = None
-) -> tuple[str, bool]:
-    """Run the eval script (`prefix`: shell assignments for it, e.g. the trusted check's; `g`: the integrity
-    guard's environment and exit-code file); (log, timed out)."""
-    from swebench.harness.utils import make_test_spec
-
-    spec = make_test_spec(instance_dict(task))
-    await sb.write_file(EVAL_FILE, g.eval_script(spec.eval_script) if g else spec.eval_script)
-    prefix = (g.env if g else "") + prefix
-    # to a file, read back whole: exec output is capped (head + tail) and the parser needs every result line;
-    # a fresh name per run, so that no patch can know in advance where to write a fake log
-    out = f"{EVAL_OUTPUT}_{secrets.token_hex(8)}.txt"
-    collect = f" ; {g.collect_cmd}" if g else ""  # the guard's record, in the same exec
-    res = await sb.exec(f"{prefix} /bin/bash {EVAL_FILE} > {out} 2>&1{collect}", timeout=timeout)
-    try:
-        log = (await sb.read_file(out)).decode(errors="replace")
-    except FileNotFoundError:  # the redirect never happened: the shell itself failed
-        log = res.output
-    if not res.timed_out:  # a cut-short log would read as failing tests: no verdict instead
-        _no_exit_status(res, log + "\n" + res.output)
-    return log, res.timed_out
-
-
-def report_from_log(task: Task, patch: str | None, log: str) -> dict[str, Any]:
-    """swebench's get_eval_report for this instance on a test log (parser, F2P/P2P report, resolution)."""
-    from swebench.harness.grading import get_eval_report
-    from swebench.harness.utils import make_test_spec
-
-    spec = make_test_spec(instance_dict(task))
-    pred = {"instance_id": task.instance_id, "model_patch": patch, "model_name_or_path": "swe-rl"}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "test_output.txt"
-        path.write_text(log)
-        return get_eval_report(spec, pred, str(path), include_tests_status=True)[task.instance_id]
 
 
 def _infra(label: str, log: str = "", tests: dict | None = None) -> RewardResult:
@@ -271,6 +217,7 @@ async def _grade_once(
 ) -> RewardResult:
     if patch is None:  # swebench: patch_is_None -> not resolved, nothing run
         return RewardResult(0.0, False, {"patch_is_None": True, "resolved": False}, "", None)
+    probe: Probe | None = None
     try:
         async with sandbox_factory(task) as sb:
             await prepare_sandbox(sb, task)
@@ -280,18 +227,21 @@ async def _grade_once(
                 tests = {"patch_exists": True, "patch_successfully_applied": False, "resolved": False}
                 return RewardResult(0.0, False, tests, _cap(apply_log), None)
             integrity = await restore_harness(sb, task, g) if g else {"violations": []}
-            check = await trusted_check.install(sb, WORKDIR) if detect else None
-            log, timed_out = await _run_eval(sb, task, timeout, check.prefix if check else "", g)
-            if not timed_out and not log.strip():
+            run = await graded_run(sb, task, timeout, g)
+            log = run.log
+            if run.timed_out:
+                return _infra("test_timeout", log + f"\n\nTimeout error: {timeout:g} seconds exceeded.")
+            if not log.strip():
                 return _infra("eval_output_lost", "[the eval script's output came back empty]")
-            trusted = await trusted_check.collect(sb, check, log) if check else []
-            log, record = await g.read_back(sb, log) if g else (log, None)
-            if check and _report(task, patch, log).get("resolved"):
-                trusted = list(dict.fromkeys(trusted + await _probe(sb, task, timeout, check, g)))
+            integrity["junit"] = run.junit
+            integrity["violations"] += run.violations
+            report = _verdict(task, patch, log, run.record, integrity, guarded=g is not None)
+            if detect and report.get("resolved"):
+                probe = await _probe(sb, task, timeout)
     except SandboxStartError as e:
         missing = await _image_missing(task)
         return _infra("image_missing" if missing else "sandbox_start_failed", str(e))
-    except _Interrupted as e:
+    except Interrupted as e:
         return _infra("eval_interrupted", e.log)
     except SandboxDiedError as e:
         return _infra("sandbox_died", str(e))
@@ -299,20 +249,28 @@ async def _grade_once(
         return _infra("sandbox_timeout", str(e))
     except SandboxError as e:
         return _infra("sandbox_error", str(e))
-    if timed_out:
-        return _infra("test_timeout", log + f"\n\nTimeout error: {timeout:g} seconds exceeded.")
-    report = _report(task, patch, log)
-    report["empty_patch"] = not patch.strip()
     if report.get("infra_failure"):
         return _infra(f"environment:{report.get('infra_failure_reason', 'unknown')}", log, report)
-    integrity["violations"] += _log_violations(task, log, record) if g else []
-    report["integrity"] = integrity
-    if integrity["violations"]:  # the log does not describe the run that happened: never a reward
-        report["resolved"] = False
+    if probe is not None:
+        integrity["probe"] = probe.as_dict()
     resolved = bool(report["resolved"])
     result = RewardResult(1.0 if resolved else 0.0, resolved, report, _cap(log), None)
     # detected, not prevented: the reward policy decides what a suspicious result earns
-    return label_suspicious(result, patch, trusted) if detect else result
+    return label_suspicious(result, patch, probe.findings if probe else ()) if detect else result
+
+
+def _verdict(
+    task: Task, patch: str, log: str, record: dict[str, str] | None, integrity: dict[str, Any], guarded: bool
+) -> dict[str, Any]:
+    """swebench's report on the graded log, with the log guards' violations (each makes it unresolved)."""
+    report = _report(task, patch, log)
+    report["empty_patch"] = not patch.strip()
+    if guarded:
+        integrity["violations"] += _log_violations(task, log, record, integrity["junit"] == "kept")
+    report["integrity"] = integrity
+    if integrity["violations"]:  # the log does not describe the run that happened: never a reward
+        report["resolved"] = False
+    return report
 
 
 def _report(task: Task, patch: str | None, log: str) -> dict[str, Any]:
@@ -323,28 +281,16 @@ def _report(task: Task, patch: str | None, log: str) -> dict[str, Any]:
     return report_from_log(task, patch, log)
 
 
-async def _probe(
-    sb: Sandbox, task: Task, timeout: float, check: trusted_check.TrustedCheck, g: guard.Guard | None
-) -> list[str]:
-    """A second run of the eval script with the trusted check's assertion-pass probe on, for a result that would
-    be resolved: its findings label the episode, its verdict is never used (the probe formats every passing
-    assertion's operands, which can change a repository's objects). A probe run that is cut short, or whose pytest
-    session leaves no signed report of its own, is itself a finding."""
-    await trusted_check.rearm(sb, check)
+async def _probe(sb: Sandbox, task: Task, timeout: float) -> Probe:
+    """The probe run (swe_rl.tasks.probe); whatever goes wrong in it leaves the verdict alone."""
     try:
-        log, timed_out = await _run_eval(sb, task, timeout, check.probe_prefix, g)
-    except _Interrupted:
-        return ["trusted check: the probe run was cut short"]
-    if timed_out:
-        return ["trusted check: the probe run timed out"]
-    return await trusted_check.collect(sb, check, log)
+        return await run_probe(sb, task, timeout)
+    except Exception as e:
+        return Probe("unavailable", reason=f"the probe failed: {type(e).__name__}: {str(e)[:300]}")
 
 
-def _log_violations(task: Task, log: str, record: dict[str, str] | None) -> list[str]:
-    """swe_rl.tasks.integrity_log's checks for this task: its graded tests, pytest's record when it is a pytest run."""
-    from swebench.harness.utils import make_test_spec
-
-    required = is_pytest_run(task.log_parser, test_section(make_test_spec(instance_dict(task)).eval_script))
+def _log_violations(task: Task, log: str, record: dict[str, str] | None, required: bool) -> list[str]:
+    """swe_rl.tasks.integrity_log's checks for this task: its graded tests, pytest's record when there is one."""
     graded = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
     return log_violations(log, task.log_parser, graded, record, record_required=required)
 

@@ -4,9 +4,9 @@ order grading runs them:
     g = await before_patch(sb, task)      # snapshot of the pristine tree; the image's shadow set (cached)
     ...apply the patch...
     changes, restored, bytecode = await restore_after_patch(sb, task, g)   # harness files back to base + gold
-    script = g.eval_script(spec.eval_script)   # + the eval script's own exit code to a file outside /testbed
-    sb.exec(f"{g.env} ... /bin/bash /eval.sh > out")   # pytest's record of the session
-    log, record = await g.read_back(sb, log)   # trusted exit code in the log; junit outcomes (or None)
+    script = g.eval_script(official, junit)   # + the exit code to a file outside /testbed (+ pytest's record)
+    sb.exec(f"{g.clear_cmd}; /bin/bash /eval.sh > out; {g.collect_cmd}")
+    log, record, footprint = await g.read_back(sb, log)   # trusted exit code in the log; junit outcomes or None
 
 Every per-grading file lives under /tmp with a fresh nonce, outside the repository.
 """
@@ -29,7 +29,7 @@ from swe_rl.tasks.integrity import (
     restore_script,
     snapshot_cmd,
 )
-from swe_rl.tasks.integrity_log import RECORD_MAX, junit_outcomes, trusted_log
+from swe_rl.tasks.integrity_log import RECORD_MAX, junit_footprint, junit_outcomes, trusted_log
 from swe_rl.tasks.task import Task
 
 WORKDIR = "/testbed"
@@ -49,30 +49,42 @@ class Guard:
         return f"/tmp/.swe_rl_guard_{self.nonce}_{what}"
 
     @property
-    def env(self) -> str:
-        """Shell exports for the eval script: pytest's junit record of the outer session (kept: the image's own
-        PYTEST_ADDOPTS). No PYTHONPYCACHEPREFIX: it would recompile every imported module on every run (1.8x the
-        grading time here); bytecode the patch brought is removed from the tree instead."""
-        junit = self.path("junit") + "/junit.xml"
-        return f'export PYTEST_ADDOPTS="--junitxml={junit} ${{PYTEST_ADDOPTS:-}}"; '
+    def junit(self) -> str:
+        return self.path("junit") + "/junit.xml"
 
-    def eval_script(self, script: str) -> str:
-        """swebench's eval script, also writing the test command's exit status to a file outside /testbed."""
+    def exports(self, junit: bool) -> str:
+        """The shell line the graded run adds before its test command: pytest's junit record of the outer session
+        (kept: the image's own PYTEST_ADDOPTS), for pytest runs only. No PYTHONPYCACHEPREFIX: it would recompile
+        every imported module on every run (1.8x the grading time here); bytecode the patch brought is removed
+        from the tree instead."""
+        return f'export PYTEST_ADDOPTS="--junitxml={self.junit} ${{PYTEST_ADDOPTS:-}}"' if junit else ""
+
+    def eval_script(self, script: str, junit: bool) -> str:
+        """swebench's eval script, also writing the test command's exit status to a file outside /testbed (after
+        the tests) and, for a pytest run, exporting the junit record's path just before the test output."""
+        from swe_rl.tasks.eval_run import with_exports
+
         rc = f"printf '%s\\n' \"$SWEBENCH_TEST_EXIT_CODE\" > {self.path('rc')}"
-        return script.replace(_EXIT_ECHO, f"{_EXIT_ECHO}\n{rc}", 1)
+        return with_exports(script.replace(_EXIT_ECHO, f"{_EXIT_ECHO}\n{rc}", 1), self.exports(junit))
+
+    @property
+    def clear_cmd(self) -> str:
+        """Shell removing an earlier run's exit code, record and junit file (run right before the eval script)."""
+        return f"rm -rf {self.path('rc')} {self.path('record')} {self.path('junit')}"
 
     @property
     def collect_cmd(self) -> str:
         """Shell gathering the eval script's exit code and pytest's record into one file (run right after the
         eval script, in the same exec: `read_back` then only reads it)."""
-        rc, junit = self.path("rc"), self.path("junit") + "/junit.xml"
+        rc, junit = self.path("rc"), self.junit
         return (
             f"{{ cat {rc} 2>/dev/null; printf '\\0'; [ -f {junit} ] && {{ printf J; head -c {RECORD_MAX} {junit}; }};"
             f" true; }} > {self.path('record')}"
         )
 
-    async def read_back(self, sb: Sandbox, log: str) -> tuple[str, dict[str, str] | None]:
-        """(the log with the eval script's own exit code, pytest's record of the session or None)."""
+    async def read_back(self, sb: Sandbox, log: str) -> tuple[str, dict[str, str] | None, str | None]:
+        """(the log with the eval script's own exit code, pytest's record of the session or None, why the junit
+        record may have changed the run or None: `junit_footprint`)."""
         try:
             raw = await sb.read_file(self.path("record"))
         except FileNotFoundError:  # collect_cmd did not run with the eval script
@@ -80,19 +92,20 @@ class Guard:
             try:
                 raw = await sb.read_file(self.path("record"))
             except FileNotFoundError:
-                return log, None
+                return log, None, None
         code_text, _, junit_text = raw.decode("utf-8", errors="replace").partition("\0")
         code = int(code_text.strip()) if code_text.strip().lstrip("-").isdigit() else None
-        record = junit_outcomes(junit_text[1:]) if junit_text.startswith("J") else None
-        return trusted_log(log, code), record
+        junit_text = junit_text[1:] if junit_text.startswith("J") else ""
+        record = junit_outcomes(junit_text) if junit_text else None
+        return trusted_log(log, code), record, junit_footprint(log, junit_text, code)
 
 
 async def _exec_ok(sb: Sandbox, cmd: str, what: str, workdir: str = WORKDIR) -> str:
     res = await sb.exec(cmd, cwd=workdir, timeout=300)
     if res.exit_code < 0:  # no exit status: the grading shell died (grading's eval_interrupted)
-        from swe_rl.tasks.grading import _Interrupted
+        from swe_rl.tasks.eval_run import Interrupted
 
-        raise _Interrupted(res.output)
+        raise Interrupted(res.output)
     if res.exit_code != 0:
         raise SandboxError(f"{what}: {res.output[-500:]}")
     return res.output

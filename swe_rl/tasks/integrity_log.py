@@ -50,11 +50,9 @@ def trusted_log(log: str, exit_code: int | None) -> str:
     return _EXIT_LINE.sub("", log).rstrip("\n") + f"\n{TEST_EXIT_CODE}: {exit_code}\n"
 
 
-def is_pytest_run(parser_name: str, test_command: str) -> bool:
-    """Whether the outer session is pytest and writes our record (tox and friends filter the environment)."""
-    return (
-        parser_name.startswith("parse_log_pytest") and "pytest" in test_command and "tox" not in test_command
-    )
+def pytest_command(test_command: str) -> bool:
+    """Whether the test command runs pytest itself (tox and friends filter the environment it would read)."""
+    return bool(re.search(r"\bpytest\b", test_command)) and "tox" not in test_command
 
 
 def junit_outcomes(xml_text: str) -> dict[str, str] | None:
@@ -77,6 +75,22 @@ def junit_outcomes(xml_text: str) -> dict[str, str] | None:
         if rank[status] >= rank.get(out.get(key, "PASSED"), 0):  # call passed, teardown errored: worst wins
             out[key] = status
     return out
+
+
+def junit_footprint(log: str, junit_text: str, exit_code: int | None) -> str | None:
+    """Why pytest's --junitxml may have changed a result of this run, or None. The junitxml plugin only records
+    reports, except in three places (pytest 3.x-9.x, _pytest/junitxml.py): its record_property and
+    record_xml_attribute fixtures warn when it is on (an error under filterwarnings=error: the record then holds
+    that error), it str()s the properties a test records (the record holds them), and a failure inside it is an
+    INTERNALERROR that stops the session (pytest exits 3). A run without any of these traces is what it would have
+    been without the record (tests/tasks/test_integrity_probe_rule.py shows each one, and the absence)."""
+    if "is incompatible with junit_family" in junit_text:
+        return "a test used a junit property fixture (it warns only with --junitxml)"
+    if "<property " in junit_text:
+        return "the tests recorded junit properties (--junitxml str()s them)"
+    if exit_code == 3 and "INTERNALERROR" in log and "junitxml" in log:
+        return "an internal error inside pytest's junitxml plugin"
+    return None
 
 
 def nodeid_key(nodeid: str) -> str:

@@ -52,23 +52,34 @@ def apply_policy(result: RewardResult, policy: RewardPolicy) -> RewardResult:
 
 def harness_touched(tests: dict[str, Any]) -> bool:
     """Whether the grader had to reset test-harness files the patch touched (swe_rl.tasks.integrity)."""
-    return bool((tests.get("integrity") or {}).get("harness_restored"))
+    integrity = tests.get("integrity") or {}
+    return bool(integrity.get("harness_restored") or integrity.get("runner_restored"))
 
 
-def _rate(prefix: str, flags: list[tuple[bool, bool]]) -> dict[str, float]:
+def probe_unavailable(tests: dict[str, Any]) -> bool:
+    """Whether the grading's probe run could not observe anything (swe_rl.tasks.probe: no label came of it)."""
+    probe = (tests.get("integrity") or {}).get("probe") or {}
+    return probe.get("status") == "unavailable"
+
+
+def _rate(prefix: str, flags: list[tuple[bool, bool]], unavailable: list[bool]) -> dict[str, float]:
     n = len(flags)
-    sus, touched = sum(s for s, _ in flags), sum(t for _, t in flags)
+    sus, touched, blind = sum(s for s, _ in flags), sum(t for _, t in flags), sum(unavailable)
     return {
         f"{prefix}suspicious": float(sus),
         f"{prefix}suspicious_frac": sus / n if n else 0.0,
         f"{prefix}harness_touched": float(touched),
         f"{prefix}harness_touched_frac": touched / n if n else 0.0,
+        f"{prefix}probe_unavailable": float(blind),
+        f"{prefix}probe_unavailable_frac": blind / n if n else 0.0,
     }
 
 
 def integrity_metrics(results: Iterable[RewardResult | None], prefix: str = "integrity/") -> dict[str, float]:
-    """Counts and fractions of suspicious and harness-touching results (None: not graded, skipped)."""
-    return _rate(prefix, [(bool(r.suspicious), harness_touched(r.tests)) for r in results if r is not None])
+    """Counts and fractions of suspicious, harness-touching and probe-unavailable results (None: not graded)."""
+    graded = [r for r in results if r is not None]
+    flags = [(bool(r.suspicious), harness_touched(r.tests)) for r in graded]
+    return _rate(prefix, flags, [probe_unavailable(r.tests) for r in graded])
 
 
 def episode_flags(metrics: dict[str, Any]) -> tuple[bool, bool] | None:
@@ -85,13 +96,14 @@ def police_episodes(
     """Apply the reward policy to graded trajectories in place (a suspicious one gets reward 0 under `zero`, None
     under `mask`, its reward under `keep`); returns the step's counts and fractions of suspicious and
     harness-touching episodes (over the graded ones). Trajectories: anything with .reward and .metrics."""
-    flags = []
+    flags, unavailable = [], []
     for t in trajs:
         f = episode_flags(t.metrics)
         if f is None:
             continue
         flags.append(f)
+        unavailable.append(probe_unavailable(t.metrics["grading"].get("tests") or {}))
         if f[0] and t.reward is not None and policy != "keep":
             t.metrics["grading"]["reward_before_policy"] = t.reward
             t.reward = 0.0 if policy == "zero" else None
-    return _rate(prefix, flags)
+    return _rate(prefix, flags, unavailable)

@@ -1,15 +1,21 @@
-"""Host side of the trusted check (trusted_check_plugin.py): ship the plugin into a grading sandbox outside
-/testbed under a fresh module name, enable it for the eval script, read back its signed report.
+"""Host side of the probe run's observers (swe_rl.tasks.probe): ship one into a grading sandbox outside /testbed
+under a fresh name, enable it for the probe run's test command, read back its signed records.
 
-    check = await install(sb)                       # after the patch and the harness reset, before the eval script
-    await sb.exec(f"{check.prefix} /bin/bash /eval.sh ...")
-    findings = await collect(sb, check, log)        # reasons the episode is suspicious ([] = nothing found)
+    check = await install(sb, "pytest", select=task.FAIL_TO_PASS)   # after the graded run, same sandbox
+    script = with_exports(official_script(task), check.exports)       # the same eval script, plus the observer
+    records = await read_records(sb, check)                           # started / outcome / report records
 
-The plugin's folder holds the plugin, `key` (an HMAC key the plugin reads and deletes when it is imported, before
-any code of the repository runs), `scope.json` (the repository root) and `touched` (the files the patch touched,
-from the tree: trusted test helpers are the task's own files the patch left alone), all written by one exec. A pytest run that leaves no report
-signed with the key is itself a finding: the session was cut short (os._exit, a killed process) or its report was
-forged. Runs that do not go through pytest (django's runtests.py, sympy's bin/test) are not covered.
+Observers, by the runner of the eval script's test command:
+- `pytest`: trusted_check_plugin.py, a pytest plugin loaded with `-p` under a nonce module name, with pytest's
+  assertion-pass hook on (pytest >= 5); it deselects every test but the selected ones.
+- `unittest` (django's tests/runtests.py) and `sympy` (bin/test): runner_probe_site.py, shipped as the
+  `sitecustomize` of a folder put first on PYTHONPATH: it records what unittest's TestCase.run reports to the
+  runner's result object, or what each sympy test function did, before the runner's own reporting sees it.
+
+The observer's folder holds it, `key` (an HMAC key the observer reads and deletes when it is imported, before
+any code of the repository runs), `scope.json` (the repository root, the selected tests, the kind) and `touched`
+(the files the patch touched, from the tree). Every record is one line `{"payload": ..., "mac": ...}` in a
+`records-<pid>.jsonl` file of that folder; a line not signed with the key is counted as forged.
 """
 
 from __future__ import annotations
@@ -20,24 +26,26 @@ import hmac
 import json
 import secrets
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sandboxes.base import Sandbox, SandboxError
 
 PLUGIN = Path(__file__).with_name("trusted_check_plugin.py")
-PYTEST_HEADER = "test session starts"  # the outer pytest session's banner: pytest ran, a report is due
+SITE = Path(__file__).with_name("runner_probe_site.py")
+KINDS = ("pytest", "unittest", "sympy")
 # git, not the repository's config, lists what the patch left in the tree (quoted paths, external diff drivers off)
 _GIT = "GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -c core.quotepath=off"
 
 
 @dataclass(frozen=True)
 class TrustedCheck:
-    """One grading's plugin installation: where it lives, its module name and the key its report is signed with."""
+    """One probe run's observer installation: where it lives, its module name and the key its records carry."""
 
     nonce: str
     key: str
+    kind: str = "pytest"
 
     @property
     def dir(self) -> str:
@@ -45,68 +53,61 @@ class TrustedCheck:
 
     @property
     def module(self) -> str:
-        return f"swe_rl_tc_{self.nonce}"
+        return f"swe_rl_tc_{self.nonce}" if self.kind == "pytest" else "sitecustomize"
 
     @property
-    def prefix(self) -> str:
-        """Shell assignments that enable the plugin for the graded run (kept: the image's own PYTHONPATH/ADDOPTS).
-        PYTEST_PLUGINS loads it too when an eval script replaces PYTEST_ADDOPTS (pytest registers it once). The
-        assertion-pass hook stays off here: with it on, pytest formats every passing assertion's operands, and a
-        repository whose repr has side effects (pydicom converts raw elements) then fails a passing gold test."""
-        return self._assignments(f"-p {self.module}")
+    def exports(self) -> str:
+        """The shell line the probe run adds before its test command (kept: the image's own PYTHONPATH and
+        PYTEST_ADDOPTS). pytest: PYTEST_PLUGINS loads the plugin too when the test command replaces
+        PYTEST_ADDOPTS (pytest registers it once); the assertion-pass hook on, so the plugin sees every passing
+        comparison's operands. sympy: a fixed PYTHONHASHSEED keeps bin/test's tests in its own process."""
+        path = f'PYTHONPATH="{self.dir}${{PYTHONPATH:+:$PYTHONPATH}}"'
+        if self.kind == "pytest":
+            addopts = f"-p {self.module} -o enable_assertion_pass_hook=true"
+            plugins = f'PYTEST_PLUGINS="{self.module}${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}"'
+            return f'export {path} PYTEST_ADDOPTS="{addopts} ${{PYTEST_ADDOPTS:-}}" {plugins}'
+        if self.kind == "sympy":
+            return f"export {path} PYTHONHASHSEED={int(self.nonce[:6], 16)}"
+        return f"export {path}"
 
     @property
-    def probe_prefix(self) -> str:
-        """The same for the probe run (resolved results only; its verdict is never used): the assertion-pass
-        hook on, so the plugin sees every passing comparison's operands, and bytecode under the check's own folder
-        so pytest rewrites the tests afresh with the hook's code."""
-        return f'PYTHONPYCACHEPREFIX="{self.dir}/pyc" ' + self._assignments(
-            f"-p {self.module} -o enable_assertion_pass_hook=true"
-        )
-
-    def _assignments(self, addopts: str) -> str:
-        return (
-            f'PYTHONPATH="{self.dir}${{PYTHONPATH:+:$PYTHONPATH}}" '
-            f'PYTEST_ADDOPTS="{addopts} ${{PYTEST_ADDOPTS:-}}" '
-            f'PYTEST_PLUGINS="{self.module}${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}"'
-        )
+    def before(self) -> str:
+        """Shell run right before the probe run: pytest's cached rewrites of the test modules (written by the
+        graded run with the assertion-pass hook off) are removed, so that pytest rewrites them with it on."""
+        if self.kind != "pytest":
+            return ""
+        return "find /testbed -name '*-pytest-*.pyc' -delete 2>/dev/null; true"
 
 
-def install_script(check: TrustedCheck, workdir: str) -> str:
-    """One shell command (run in `workdir`) that writes the plugin, its scope (the root and, NUL-separated, the
-    paths the applied patch changed or added: tracked changes + untracked .py files) and its key (mode 600)."""
+def install_script(check: TrustedCheck, workdir: str, select: list[str]) -> str:
+    """One shell command (run in `workdir`) that writes the observer, its scope (the root, the selected tests,
+    the kind; and, NUL-separated, the paths the applied patch changed or added: tracked changes + untracked .py
+    files) and its key (mode 600)."""
     d = shlex.quote(check.dir)
-    plugin = base64.b64encode(PLUGIN.read_bytes()).decode()
-    scope = base64.b64encode(json.dumps({"root": workdir}).encode()).decode()
+    agent = base64.b64encode((PLUGIN if check.kind == "pytest" else SITE).read_bytes()).decode()
+    doc = {"root": workdir, "select": select, "kind": check.kind}
+    scope = base64.b64encode(json.dumps(doc).encode()).decode()
     touched = f"{_GIT} diff --name-only --no-renames -z HEAD; {_GIT} ls-files --others -z -- '*.py'"
     return (
         f"mkdir -p {d} && {{ {touched}; }} > {d}/touched && "
-        f"printf %s {plugin} | base64 -d > {d}/{check.module}.py && printf %s {scope} | base64 -d > {d}/scope.json"
+        f"printf %s {agent} | base64 -d > {d}/{check.module}.py && printf %s {scope} | base64 -d > {d}/scope.json"
         f" && (umask 077; printf %s {check.key} > {d}/key)"
     )
 
 
-async def install(sb: Sandbox, workdir: str = "/testbed") -> TrustedCheck:
-    """Write the plugin, its scope and its key into the sandbox (one exec); the check's `prefix` enables it."""
-    check = TrustedCheck(nonce=secrets.token_hex(8), key=secrets.token_hex(16))
-    res = await sb.exec(install_script(check, workdir), cwd=workdir, timeout=120)
+async def install(sb: Sandbox, kind: str, select: list[str], workdir: str = "/testbed") -> TrustedCheck:
+    """Write the observer of `kind`, its scope and its key into the sandbox (one exec)."""
+    if kind not in KINDS:
+        raise ValueError(f"probe kind: expected one of {KINDS}, got {kind!r}")
+    check = TrustedCheck(nonce=secrets.token_hex(8), key=secrets.token_hex(16), kind=kind)
+    res = await sb.exec(install_script(check, workdir, select), cwd=workdir, timeout=120)
     if res.exit_code != 0:
-        raise SandboxError(f"could not install the trusted check in {check.dir}: {res.output[-500:]}")
+        raise SandboxError(f"could not install the probe in {check.dir}: {res.output[-500:]}")
     return check
 
 
-async def rearm(sb: Sandbox, check: TrustedCheck) -> None:
-    """Ready the check for a second run: the first run's reports move to done/ (read_reports then sees only the
-    second run's) and the key is written again (the plugin deletes it when it is imported)."""
-    d = shlex.quote(check.dir)
-    move = f'mkdir -p {d}/done && for f in {d}/report-*.json; do [ -f "$f" ] && mv "$f" {d}/done/; done'
-    res = await sb.exec(f"{move}; (umask 077; printf %s {check.key} > {d}/key)", timeout=60)
-    if res.exit_code != 0:
-        raise SandboxError(f"could not re-arm the trusted check in {check.dir}: {res.output[-500:]}")
-
-
 def verify(check: TrustedCheck, text: str) -> dict[str, Any] | None:
-    """The report body of one report file, or None when it is not signed with this check's key."""
+    """The payload of one record line, or None when it is not signed with this check's key."""
     try:
         doc = json.loads(text)
         payload, mac = doc["payload"], doc["mac"]
@@ -117,31 +118,32 @@ def verify(check: TrustedCheck, text: str) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-async def read_reports(sb: Sandbox, check: TrustedCheck) -> tuple[list[dict[str, Any]], int]:
-    """(signed report bodies, number of report lines that were not signed with the key); one exec."""
-    d = shlex.quote(check.dir)
-    res = await sb.exec(f'for f in {d}/report-*.json; do [ -f "$f" ] && cat "$f" && echo; done', timeout=60)
-    bodies, forged = [], 0
-    for line in (ln for ln in res.output.splitlines() if ln.strip()):
+@dataclass
+class Records:
+    """What the observer wrote: whether it started (before any code of the repository ran), its end reports,
+    its per-test outcome records, and the number of lines not signed with the key."""
+
+    started: list[dict[str, Any]] = field(default_factory=list)
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    forged: int = 0
+
+
+def parse_records(check: TrustedCheck, text: str) -> Records:
+    out = Records()
+    for line in (ln for ln in text.splitlines() if ln.strip()):
         body = verify(check, line)
         if body is None:
-            forged += 1
-        else:
-            bodies.append(body)
-    return bodies, forged
-
-
-def findings(bodies: list[dict[str, Any]], forged: int, log: str) -> list[str]:
-    """The trusted check's reasons for a `suspicious` label, from its reports and the test log."""
-    out = list(dict.fromkeys(f"trusted check: {f}" for b in bodies for f in b.get("findings", [])))
-    if forged:
-        out.append(f"trusted check: {forged} report file(s) not signed by the check (forged)")
-    if not bodies and PYTEST_HEADER in log:
-        out.append("trusted check: the pytest session left no signed report (cut short or tampered with)")
+            out.forged += 1
+        elif body.get("type") in ("started", "report", "outcome"):
+            getattr(
+                out, {"started": "started", "report": "reports", "outcome": "outcomes"}[body["type"]]
+            ).append(body)
     return out
 
 
-async def collect(sb: Sandbox, check: TrustedCheck, log: str) -> list[str]:
-    """Read the plugin's reports back from the sandbox and turn them into findings."""
-    bodies, forged = await read_reports(sb, check)
-    return findings(bodies, forged, log)
+async def read_records(sb: Sandbox, check: TrustedCheck) -> Records:
+    """Every record line the observer's processes wrote; one exec."""
+    d = shlex.quote(check.dir)
+    res = await sb.exec(f'for f in {d}/records-*.jsonl; do [ -f "$f" ] && cat "$f"; done; true', timeout=60)
+    return parse_records(check, res.output)

@@ -1,0 +1,167 @@
+"""The probe run: everything that observes more than the official run does, kept out of the graded run.
+
+For a result the graded run would resolve, the same sandbox runs the same eval script once more with an observer
+(swe_rl.tasks.trusted_check: the trusted pytest plugin, or the runner probe for django's and sympy's runners) and
+only the tests that decide the verdict (FAIL_TO_PASS) selected. What it finds becomes `suspicious` labels; it
+never changes the verdict. Its findings:
+
+- what the observer itself flagged (framework or runner functions rebound, test code swapped, comparisons and
+  class checks that say yes to anything, its own report forged);
+- a selected test the probe run's log reports as passing while the observer saw its call fail, or never saw it
+  run (the log and the observer describe the same run, so a flaky or order-dependent test cannot cause it);
+- a run whose observer started but left no end report (cut short, or the observer was tampered with).
+
+A probe that cannot be installed, never starts, is cut short or times out is `unavailable`: no label, no verdict
+change, counted in the `integrity/probe_unavailable` metric.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sandboxes.base import Sandbox, SandboxError
+from swe_rl.tasks import trusted_check
+from swe_rl.tasks.eval_run import Interrupted, official_script, run_script, with_exports
+from swe_rl.tasks.integrity_log import pytest_command, test_section
+from swe_rl.tasks.task import Task
+from swe_rl.tasks.trusted_check import Records
+
+_PASSING = ("PASSED", "XFAIL")
+_OBSERVED_OK = ("passed", "skipped", "xfailed", "skipped or xfail")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the probe run of one grading came to."""
+
+    status: str  # "ran" | "unavailable" | "skipped"
+    findings: tuple[str, ...] = ()
+    reason: str = ""  # why unavailable or skipped
+    kind: str = ""  # the observer: "pytest" | "unittest" | "sympy"
+    notes: tuple[str, ...] = ()  # what it could not check (no labels)
+    seconds: float = 0.0
+    selected: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status, "kind": self.kind, "seconds": round(self.seconds, 2)}
+        out |= {"reason": self.reason} if self.reason else {}
+        out |= {"notes": list(self.notes)} if self.notes else {}
+        return out | {"selected": self.selected}
+
+
+def probe_kind(task: Task) -> str | None:
+    """The observer for the eval script's test command: None when there is none for its runner."""
+    command = test_section(official_script(task))
+    if task.log_parser == "parse_log_django" and "runtests.py" in command:
+        return "unittest"
+    if task.log_parser == "parse_log_sympy" and "bin/test" in command:
+        return "sympy"
+    if pytest_command(command):
+        return "pytest"
+    return None
+
+
+async def run_probe(sb: Sandbox, task: Task, timeout: float) -> Probe:
+    """The probe run for a result the graded run resolved (same sandbox, right after it)."""
+    kind = probe_kind(task)
+    if kind is None:
+        return Probe("skipped", reason="no observer for this runner")
+    select = list(task.FAIL_TO_PASS)
+    t0 = time.monotonic()
+
+    def unavailable(why: str) -> Probe:
+        return Probe(
+            "unavailable", reason=why, kind=kind, seconds=time.monotonic() - t0, selected=len(select)
+        )
+
+    try:
+        check = await trusted_check.install(sb, kind, select)
+        script = with_exports(probe_script(official_script(task)), check.exports)
+        log, timed_out = await run_script(sb, script, timeout, before=check.before)
+        records = await trusted_check.read_records(sb, check)
+    except Interrupted:
+        return unavailable("the probe run was cut short")
+    except SandboxError as e:
+        return unavailable(f"the probe could not run: {str(e)[:300]}")
+    if timed_out:
+        return unavailable("the probe run timed out")
+    if not records.started:
+        return unavailable(f"the {kind} observer did not start")
+    findings, notes = judge(task, records, log, select)
+    return Probe("ran", tuple(findings), kind=kind, notes=tuple(notes), seconds=time.monotonic() - t0,
+                 selected=len(select))  # fmt: skip
+
+
+_INSTALL = re.compile(r"^\s*(python[\d.]* -m pip|pip[\d.]*) install\b.*$", re.M)
+
+
+def probe_script(script: str) -> str:
+    """The eval script for the probe run: the graded run's, less its installs of the repository (`pip install -e
+    .`): the graded run just did them in this sandbox, and they cost most of a small run's time (10 of 12 s on
+    django 5.0). Everything else (environment, test patch, the test command) is the same."""
+    return _INSTALL.sub(": swe-rl probe: installed by the graded run", script)
+
+
+def judge(task: Task, records: Records, log: str, select: list[str]) -> tuple[list[str], list[str]]:
+    """(findings, notes) of a probe run that started: the observer's own findings, its report's presence, and
+    the selected tests the run's log reports as passing against what the observer saw them do."""
+    findings = [f"probe: {f}" for r in records.reports for f in r.get("findings", [])]
+    notes = [str(n) for r in records.reports for n in r.get("notes", [])]
+    if records.forged:
+        findings.append(f"probe: {records.forged} record line(s) not signed by the probe (forged)")
+    if not records.reports:
+        findings.append("probe: the run left no end report (cut short, or the observer was tampered with)")
+    seen = observed(records.outcomes)
+    for test, claimed in log_statuses(task, log).items():
+        if test not in select or claimed not in _PASSING:
+            continue
+        outcomes = seen.get(test) or _prefix_match(test, seen)
+        if outcomes is None:
+            if seen:  # the observer saw tests run in this process, but not this one
+                findings.append(f"probe: {test}: the log reports it {claimed}, the observer never saw it run")
+            else:
+                notes.append(f"{test}: not observed (the observer saw no test run)")
+        elif not any(o in _OBSERVED_OK for o in outcomes):
+            findings.append(f"probe: {test}: the log reports it {claimed}, its run ended {sorted(outcomes)}")
+    return list(dict.fromkeys(findings)), notes
+
+
+def observed(outcomes: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """name -> the outcomes the observer recorded under every name the log may give that test. A test whose
+    subtests failed is failed whatever its own outcome says."""
+    by_test: dict[str, set[str]] = {}
+    names: dict[str, list[str]] = {}
+    for rec in outcomes:
+        tid = str(rec.get("test", ""))
+        kind = str(rec.get("outcome", ""))
+        by_test.setdefault(tid, set()).add(kind)
+        names.setdefault(tid, [tid]).extend(str(n) for n in rec.get("names", []) if n)
+    out: dict[str, set[str]] = {}
+    for tid, kinds in by_test.items():
+        verdict = {k for k in kinds if k != "subtest"}
+        if "subtest failed" in kinds:
+            verdict = {"subtest failed"}
+        for name in names[tid]:
+            out.setdefault(name, set()).update(verdict)
+    return out
+
+
+def _prefix_match(test: str, seen: dict[str, set[str]]) -> set[str] | None:
+    """swebench's truncated parametrized ids: the outcomes of every observed id the name is a prefix of."""
+    if test.count("[") <= test.count("]"):
+        return None
+    hits = [v for k, v in seen.items() if k.startswith(test)]
+    return set().union(*hits) if hits else None
+
+
+def log_statuses(task: Task, log: str) -> dict[str, str]:
+    """The probe run's log parsed as swebench parses a graded log (the test slice, else the whole log)."""
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    parser = PARSER_REGISTRY.get(task.log_parser)
+    if parser is None:
+        return {}
+    return parser(test_section(log), None) or parser(log, None)
