@@ -417,15 +417,16 @@ def pytest_runtest_makereport(item, call):
 
 
 def _rewrite(tree, source, path, config):
-    """pytest's assertion rewriting of one module's AST, across its signatures (3.x/4.x: no source)."""
+    """pytest's assertion rewriting of one module's AST, across its signatures: (mod, source, path: str, config)
+    from 5.0; (mod, path: py.path.local, config) in 3.x/4.x."""
     from _pytest.assertion import rewrite
 
-    for args in ((tree, source, path, config), (tree, path, config), (tree,)):
-        try:
-            rewrite.rewrite_asserts(*args)
-            return
-        except TypeError:
-            continue
+    try:
+        rewrite.rewrite_asserts(tree, source, path, config)
+    except TypeError:
+        import py
+
+        rewrite.rewrite_asserts(tree, py.path.local(path), config)
 
 
 def _compiled_code(path, config):
@@ -459,8 +460,9 @@ def _check_test_code(items, config):
         if path not in cache:
             try:
                 cache[path] = _compiled_code(path, config)
-            except Exception:  # a file pytest could import but we cannot re-read: nothing to compare with
+            except Exception as e:  # a file pytest imported but we cannot re-read: nothing to compare with
                 cache[path] = None
+                _note(f"recompiling {os.path.basename(path)}", e)
         if cache[path] is None:
             continue
         codes, defined = cache[path]
