@@ -51,14 +51,18 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(images_app, name="images")
 app.command("grade")(grade_command)
 
-# Built-in trainer: train (default backend), sft, demo, compare (swe_rl/train/cli.py).
-from swe_rl.train.cli import compare_command, demo_command, sft_command  # noqa: E402
+# Built-in trainer: train (default backend), sft (swe_rl/train/cli.py).
+from swe_rl.train.cli import sft_command  # noqa: E402
 from swe_rl.train.cli import train_command as builtin_train_command  # noqa: E402
 
 app.command("train")(builtin_train_command)
 app.command("sft")(sft_command)
-app.command("demo")(demo_command)
-app.command("compare")(compare_command)
+
+# Experiments built on the trainer: demo, compare (swe_rl/experiments/cli.py). Importing the package registers its
+# data sources (toy, decisions) with `swe-rl train`, so the trainer never imports them.
+from swe_rl.experiments.cli import register as register_experiments  # noqa: E402
+
+register_experiments(app)
 
 
 # agent: render a trajectory

@@ -1,17 +1,21 @@
 """The experiment environments as `swe-rl train` data sources: `toy` (two-turn toy episodes) and `decisions`
-(the in-process multi-decision environment, with its own SFT start). Registered in swe_rl.train.run's
-DATA_SOURCES table when swe_rl.experiments is imported, so the trainer never imports them itself."""
+(the in-process multi-decision environment, with its own SFT start). Registered in the trainer's
+DATA_SOURCES table (swe_rl.train.sources) when swe_rl.experiments is imported, so the trainer never imports them
+itself. Light at import (the environments' modules load when a source is built): the swe-rl CLI imports it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from swe_rl.train.config import TrainConfig
-from swe_rl.train.progress import ProgressRollouter
-from swe_rl.train.run import DataSource, Env, register_source
+from swe_rl.train.sources import DataSource, Env, register_source
+
+if TYPE_CHECKING:
+    from swe_rl.train.config import TrainConfig
 
 
 def _with_progress(roll: Any, progress: Any, label: str = "rollouts") -> Any:
+    from swe_rl.train.progress import ProgressRollouter
+
     return ProgressRollouter(roll, progress, label) if progress is not None else roll
 
 

@@ -1,16 +1,14 @@
 """`swe-rl train` (built-in backend): build model, environment and evaluator from a TrainConfig, then train.
 
-`data.source` is a name in DATA_SOURCES (one name -> DataSource table): `generated` = the micro-task generator
-through the real pipeline (agent loop, tools in sandbox slots, real tests); `tasks` = any task dataset in
-data.tasks (swe_rl.train.tasks_env: a fresh sandbox at each task's image, the project's grader). Experiment
+`data.source` is a name in DATA_SOURCES (swe_rl.train.sources: one name -> DataSource table): `generated` = the
+micro-task generator through the real pipeline (agent loop, tools in sandbox slots, real tests); `tasks` = any task
+dataset in data.tasks (swe_rl.train.tasks_env: a fresh sandbox at each task's image, the project's grader). Experiment
 environments register themselves with `register_source` when swe_rl.experiments is imported (`toy`, `decisions`;
 the `swe-rl` CLI imports it), so the trainer itself imports no experiment.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,49 +22,8 @@ from swe_rl.train.progress import (
     resumed_step,
     step_progress,
 )
-
-
-@dataclass
-class Env:
-    rollouter: Any
-    tasks: list[Any]
-    sample_tasks: Callable[..., list[Any]]
-    evaluator: Any = None  # HeldOutEval or None
-    close: Callable[[], None] = lambda: None
-
-
-@dataclass(frozen=True)
-class DataSource:
-    """One `data.source`: `build(cfg, model, tok, progress) -> Env`; `start(cfg) -> model.init` when the config
-    names no model.init; `engines`: the rollout.engine values its episodes can generate with."""
-
-    build: Callable[[TrainConfig, Any, Any, Any], Env]
-    start: Callable[[TrainConfig], str] | None = None
-    engines: tuple[str, ...] = ("hf",)
-
-
-DATA_SOURCES: dict[str, DataSource] = {}
-
-
-def register_source(name: str, source: DataSource) -> None:
-    DATA_SOURCES[name] = source
-
-
-def data_source(cfg: TrainConfig) -> DataSource:
-    """The registered source of cfg.data.source; one error naming the field and the names there are."""
-    name = cfg.data.source
-    src = DATA_SOURCES.get(name)
-    if src is None:
-        raise ValueError(
-            f"data.source={name!r}: unknown; registered: {', '.join(sorted(DATA_SOURCES))} (experiment "
-            "environments such as toy and decisions register when swe_rl.experiments is imported)"
-        )
-    if cfg.rollout.engine not in src.engines:
-        raise ValueError(
-            f"rollout.engine={cfg.rollout.engine} needs data.source=generated "
-            f"(data.source={name} supports rollout.engine {', '.join(src.engines)})"
-        )
-    return src
+from swe_rl.train.sources import DATA_SOURCES as DATA_SOURCES  # re-exported: callers read the table here
+from swe_rl.train.sources import DataSource, Env, data_source, register_source
 
 
 def load_policy_model(cfg: TrainConfig) -> tuple[Any, Any]:
