@@ -3,7 +3,8 @@
 Three layers, so a container outlives its owner only until the first of them fires:
 1. the janitor removes every container this process still holds at interpreter exit and on SIGINT/SIGTERM;
 2. each container's main process is `sleep TTL` under an init, and it is auto-removed when that exits;
-3. `reap()` (CLI `sandboxes reap`) removes containers whose owner process is gone or whose expiry passed.
+3. `reap()` (CLI `sandboxes reap`) removes containers whose owner process is gone or whose expiry passed;
+   `reap_at_start()`, which every run and pool calls when it starts, removes this host's dead owners' containers.
 """
 
 from __future__ import annotations
@@ -119,6 +120,28 @@ def reap(
     if not dry_run:
         remove_all(client, [c.id for c, _ in doomed])
     return doomed
+
+
+def reap_at_start(who: str, docker_host: str | None = None) -> int:
+    """Remove this host's sandbox containers whose owner process is gone (a SIGKILLed run leaves them until their
+    TTL); print how many to stderr when any. The one start-up reap: `swe-rl eval|grade|train`, the demo and
+    WarmPool call it. Live owners' containers and other hosts' are never touched; no engine, nothing to do."""
+    import sys
+
+    try:
+        import docker
+
+        client = docker.DockerClient(base_url=docker_host) if docker_host else docker.from_env()
+        doomed = [c for c in list_managed(client) if owner_alive(c.labels) is False]
+        remove_all(client, [c.id for c in doomed])
+        client.close()
+    except Exception:  # no engine reachable: the run itself will say so when it needs one
+        return 0
+    if doomed:
+        names = ", ".join(c.name for c in doomed[:5]) + (" ..." if len(doomed) > 5 else "")
+        print(f"{who}: removed {len(doomed)} sandbox container(s) of processes that are gone ({names})",
+              file=sys.stderr, flush=True)  # fmt: skip
+    return len(doomed)
 
 
 def remove_all(client: Any, ids: list[str]) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from sandboxes.base import ExecResult, SandboxError
 from sandboxes.config import DockerSandboxConfig
 from sandboxes.docker_sandbox import DockerSandbox
-from sandboxes.lifecycle import default_janitor
+from sandboxes.lifecycle import default_janitor, reap_at_start
 
 
 class WarmPool:
@@ -52,6 +52,7 @@ class WarmPool:
         self.stats = dict.fromkeys(
             ("hits", "misses", "reused", "not_restored", "surplus", "stale", "fill_failed"), 0
         )
+        reap_at_start("sandbox pool", config.docker_host)  # dead runs' sandboxes go before this pool fills
 
     def sandbox(self, image: str | None = None, *, then_expect: int = 0) -> PooledSandbox:
         """An unstarted Sandbox served by this pool (`async with pool.sandbox(img) as sb:`); `then_expect`: once

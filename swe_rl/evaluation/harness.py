@@ -44,18 +44,14 @@ def load_eval_tasks(ds: DatasetConfig) -> list[Task]:
     return tasks[: ds.limit] if ds.limit else tasks
 
 
-def ensure_images(tasks: list[Task]) -> None:
-    """Build missing images of task-repo tasks (micro suite) from their Dockerfiles, and cut the git history of
-    those not cut yet at their base commit (swe_rl.tasks.images); failures show up per episode."""
-    from swe_rl.tasks.images import build_task_images, is_scrubbed
+def ensure_images(cfg: EvalConfig, tasks: list[Task]) -> None:
+    """Build missing task-repo images (the micro suite included) and name the fix of every other missing one
+    (swe_rl.tasks.images.prepare_images); those episodes then fail as image_missing, rerun with retry_errors.
+    On a Ray cluster or with remote sandboxes the driver's engine is not where episodes run: build only."""
+    from swe_rl.tasks.images import prepare_images
 
-    by_repo: dict[Path, list[str]] = {}
-    for t in tasks:
-        task_dir = t.metadata.get("task_dir")
-        if task_dir and t.image and not is_scrubbed(t.image, t.base_commit):
-            by_repo.setdefault(Path(task_dir).parent.parent, []).append(t.instance_id)
-    for repo, ids in by_repo.items():
-        build_task_images(repo, ids)
+    local = cfg.pool.ray_address is None and cfg.sandbox.get("backend", "docker") == "docker"
+    prepare_images(tasks, cfg.dataset.source, None if local else (lambda _msg: None))
 
 
 def check_config(run: EvalRun, cfg: EvalConfig) -> None:
@@ -236,12 +232,15 @@ def write_report(run: EvalRun, cfg: EvalConfig, tasks: list[Task]) -> dict[str, 
 
 def run_eval(cfg: EvalConfig, on_trajectory: OnTrajectory | None = None) -> dict[str, Any]:
     """Run (or resume) an evaluation; returns the report dict (also in <run>/report/report.json)."""
+    from sandboxes.lifecycle import reap_at_start
+
+    reap_at_start("eval")  # this host's sandboxes of dead runs go first
     run = EvalRun(Path(cfg.output_dir) / cfg.name)
     check_config(run, cfg)
     tasks = load_eval_tasks(cfg.dataset)
     todo = missing_items(run, tasks, cfg.runs, cfg.retry_errors)
     if todo:
-        ensure_images([t for t, _ in todo])
+        ensure_images(cfg, [t for t, _ in todo])
         run_episodes(run, cfg, todo, on_trajectory)
     if cfg.grader == "official":
         for r in range(cfg.runs):

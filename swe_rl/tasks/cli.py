@@ -29,10 +29,16 @@ def _load(src: str, split: str, ids: list[str] | None = None):
 def list_tasks(
     tasks: str = typer.Option("micro", "--tasks", help=TASKS_HELP),
     split: str = typer.Option("test", help="dataset split (HF datasets, task repos)"),
+    images: bool = typer.Option(
+        False, "--images", help="only the distinct images, one per line (IMAGES_FILE)"
+    ),
 ) -> None:
     """One line per task: id, repo, #FAIL_TO_PASS, #PASS_TO_PASS, image (and whether it exists locally)."""
     from swe_rl.tasks.images import image_exists
 
+    if images:  # the list scripts/cluster/prepull_images.sh and env_check.sh read
+        typer.echo("\n".join(sorted({t.image for t in _load(tasks, split) if t.image})))
+        return
     for t in _load(tasks, split):
         mark = "present" if image_exists(t.image) else "missing"
         typer.echo(
@@ -113,14 +119,17 @@ def grade_command(
     timeout: float = typer.Option(1800.0, help="seconds for one instance's eval script"),
     ids: list[str] = typer.Option(None, "--id", help="only these instance ids (repeatable)"),
 ) -> None:
-    """Grade predictions in fresh Docker sandboxes with swebench's parsers and report functions."""
+    """Grade predictions in fresh Docker sandboxes with swebench's parsers and report functions. Missing task-repo
+    images (the bundled micro suite included) are built first; any other missing image is named with its fix."""
     import asyncio
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from sandboxes.lifecycle import reap_at_start
     from swe_rl.tasks.grade_run import load_predictions
     from swe_rl.tasks.grading import docker_factory
 
+    reap_at_start("grade")  # this host's sandboxes of dead runs go first
     task_list = _load(tasks, split, ids)
     try:
         preds = load_predictions(predictions, task_list)
@@ -129,7 +138,7 @@ def grade_command(
         raise typer.Exit(2) from None
     if ids:
         preds = {k: v for k, v in preds.items() if k in set(ids)}
-    done = sum((out / t.instance_id / "report.json").is_file() for t in task_list if t.instance_id in preds)
+    done = _prepare(task_list, preds, out, tasks)
     cols = (
         TextColumn("grading"),
         BarColumn(),
@@ -163,6 +172,16 @@ def grade_command(
     )
 
 
+def _prepare(task_list: list, preds: dict, out: Path, source: str) -> int:
+    """Build or name the images of the instances still to grade; returns how many are graded already (reruns
+    skip them)."""
+    from swe_rl.tasks.images import prepare_images
+
+    graded = {t.instance_id for t in task_list if (out / t.instance_id / "report.json").is_file()}
+    prepare_images([t for t in task_list if t.instance_id in preds and t.instance_id not in graded], source)
+    return len(graded & set(preds))
+
+
 images_app = typer.Typer(
     help="Task images built offline (SWE-bench instances from an inputs dir).", no_args_is_help=True
 )
@@ -178,9 +197,19 @@ def images_build_command(
     force: bool = typer.Option(False, help="rebuild even when an image with the same inputs hash exists"),
 ) -> None:
     """Build sweb.eval.x86_64.<id> images offline (--network none) and write their task rows (JSONL)."""
-    from swe_rl.tasks.swebench_build import build_inputs
+    from swe_rl.tasks.images import base_image_fix, image_exists
+    from swe_rl.tasks.swebench_build import BASE_IMAGE, build_inputs
     from swe_rl.tasks.swebench_images import ImageInputError
 
+    if not inputs.is_dir():
+        typer.echo(f"error: --inputs {inputs}: no such folder (expected rows.jsonl, src/<id>.tar and wheels/; "
+                   "the layout is in tests/real/README.md)", err=True)  # fmt: skip
+        raise typer.Exit(2)
+    if not image_exists(BASE_IMAGE):  # every instance image is built FROM it, with no registry to pull from
+        typer.echo(
+            f"error: base image {BASE_IMAGE} missing: build it with `{base_image_fix(BASE_IMAGE)}`", err=True
+        )
+        raise typer.Exit(2)
     try:
         results = build_inputs(inputs, out, ids=ids or None, force=force)
     except ImageInputError as e:

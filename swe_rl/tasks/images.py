@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # (tag, Dockerfile path, context dir) -> None; raises on failure
 Builder = Callable[[str, Path, Path], None]
@@ -196,3 +197,86 @@ def ensure_images(tasks: list) -> list[BuildResult]:
         except Exception as e:  # registry unreachable, image unknown: say which and why, keep going
             results.append(BuildResult(t.instance_id, t.image, "failed", f"{type(e).__name__}: {e}"))
     return results
+
+
+def local_images() -> set[str]:
+    """Every repo:tag present in the local engine (one `docker images` call, not one inspect per task)."""
+    proc = subprocess.run(
+        ["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True, text=True
+    )
+    return set(proc.stdout.split()) if proc.returncode == 0 else set()
+
+
+def _tagged(image: str) -> str:
+    return image if ":" in image.rsplit("/", 1)[-1] else image + ":latest"
+
+
+def base_image_fix(tag: str) -> str:
+    """The command that builds a Debian base image without a registry (make setup runs it for bookworm)."""
+    suite = tag.split(":", 1)[1] if tag.startswith("swe-rl/base:") else "bookworm"
+    return f"sandboxes build-base --suite {suite} --tag {tag}"
+
+
+def image_fix(task: Any, source: str = "") -> str:
+    """The command that builds or pulls `task.image`, for where the task came from: a task repo (the micro suite
+    included), an inputs folder built by `swe-rl images build`, a generated task (the base image) or a
+    prebuilt-image source (HF rows, R2E-Gym, SWE-Gym). Every missing-image message carries it."""
+    from swe_rl.tasks.loaders import MICRO_SUITE
+
+    meta, iid = task.metadata or {}, task.instance_id
+    if meta.get("task_dir"):
+        repo = Path(meta["task_dir"]).parent.parent
+        name = "micro" if repo.resolve() == MICRO_SUITE.resolve() else str(repo)
+        return f"swe-rl tasks build-images --tasks {name} --id {iid}"
+    if meta.get("inputs_sha256"):
+        parent = Path(source).parent if source else None
+        if parent is not None and (parent / "rows.jsonl").is_file():
+            return f"swe-rl images build --inputs {parent} --id {iid}"
+        return f"swe-rl images build --inputs DIR --id {iid} (DIR: the inputs folder of its row: rows.jsonl, src/)"
+    if meta.get("files"):  # generated tasks write their repo into a sandbox of the base image
+        return base_image_fix(task.image)
+    return (
+        f"swe-rl tasks build-images --tasks {source or 'SOURCE'} --id {iid} (pulls it where its registry "
+        "answers; on a registry-less machine `docker load -i` its tarball first)"
+    )
+
+
+def _from_image(dockerfile: Path) -> str:
+    for line in dockerfile.read_text().splitlines() if dockerfile.is_file() else []:
+        if line.strip().upper().startswith("FROM "):
+            return line.split()[1]
+    return ""
+
+
+def prepare_images(tasks: list, source: str = "", say: Callable[[str], None] | None = None) -> dict[str, str]:
+    """Before a run: build the task-repo images that are missing or not cut at their base commit (as `swe-rl
+    tasks build-images` does), then name the fix of every image still missing. Returns {instance_id: fix}."""
+    import sys
+
+    say = say or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    present = local_images()
+    fixes: dict[str, str] = {}
+    by_repo: dict[Path, list[str]] = {}
+    for t in tasks:
+        task_dir = Path(t.metadata.get("task_dir") or ".")
+        if not t.metadata.get("task_dir") or not t.image or is_scrubbed(t.image, t.base_commit):
+            continue
+        base = _from_image(task_dir / "Dockerfile")
+        if base.startswith("swe-rl/base:") and _tagged(base) not in present:
+            fixes[t.instance_id] = f"base image {base} missing: {base_image_fix(base)}"
+            continue
+        by_repo.setdefault(task_dir.parent.parent, []).append(t.instance_id)
+    for repo, ids in by_repo.items():
+        say(f"building {len(ids)} task image(s) of {repo.name} (--network none)")
+        for r in build_task_images(repo, ids):
+            if r.status == "failed":
+                fixes[r.instance_id] = f"build failed ({r.error.splitlines()[0][:200]})"
+    present = local_images()
+    for t in tasks:
+        if t.image and _tagged(t.image) not in present and t.instance_id not in fixes:
+            fixes[t.instance_id] = f"image {t.image} missing: {image_fix(t, source)}"
+    for line in list(fixes.items())[:10]:
+        say(f"  {line[0]}: {line[1]}")
+    if len(fixes) > 10:
+        say(f"  ... and {len(fixes) - 10} more task(s) without their image")
+    return fixes

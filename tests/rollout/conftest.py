@@ -8,11 +8,11 @@ import pytest
 @pytest.fixture(scope="session")
 def rollout_task():
     """The first micro-suite task, its image built if missing (through the tasks package's builder)."""
-    from swe_rl.evaluation.harness import ensure_images
+    from swe_rl.tasks.images import prepare_images
     from swe_rl.tasks.loaders import load_tasks
 
     task = sorted(load_tasks("micro"), key=lambda t: t.instance_id)[0]
-    ensure_images([task])
+    assert prepare_images([task], "micro") == {}
     return task
 
 

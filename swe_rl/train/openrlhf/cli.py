@@ -24,6 +24,10 @@ def run_from_files(
     from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
     from swe_rl.train.openrlhf.launch import run_openrlhf
 
+    if not (dry_run or preflight):  # this host's sandboxes of dead runs (other nodes: cleanup_sandboxes.sh)
+        from sandboxes.lifecycle import reap_at_start
+
+        reap_at_start("train-openrlhf")
     cfg = load_config(OpenRLHFTrainConfig, files=list(config), overrides=list(overrides))
     try:
         check_model_dir(cfg.model.path, "model.path")  # a hub id passes; a local folder must be usable
