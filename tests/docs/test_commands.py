@@ -27,13 +27,15 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 # (pattern on the command without leading VAR=value, form, reason). Forms: "help" appends --help (click and typer
 # parse every option before --help exits, so an unknown flag still fails), "dry-run" appends --dry-run, "make"
-# runs `make -n` (the target and its prerequisites must exist; nothing is set up), "one" appends `-i ONE` (one
-# instance through the same path), "listed" runs nothing. In every form the repository paths a command names
-# (configs/, scripts/, ...) must exist. Anything else runs as is.
+# runs `make -n` (the target needs a rule in the Makefile; nothing is set up), "one" / "one-id" append `-i ONE` /
+# `--id ONE` (one instance through the same path), "listed" runs nothing. In every form the repository paths a
+# command names (configs/, scripts/, ...) must exist. Anything else runs as is.
 ONE = "swe-rl-micro__confini-1"
 # fmt: off
 FORMS: list[tuple[str, str, str]] = [
     (r"^swe-rl eval -c configs/eval/micro\.yaml$", "one", "the whole suite takes 1-2 min; one instance, same path"),
+    (r"^swe-rl grade --tasks micro\b(?!.*--id)", "one-id", "15 gradings; one, same path (all 15 after removing"
+     " their images: tests/tasks/test_preconditions.py, 2 of them)"),
     (r"^make\b", "make", "targets install the machine or run whole suites (the suites are what CI runs)"),
     (r"^swe-rl (demo|compare|sft|train)\b(?!-)", "help", "CPU training: minutes to hours"),
     (r"^swe-rl train-openrlhf\b(?!.*--dry-run)", "dry-run", "starts a GPU cluster run"),
@@ -69,7 +71,8 @@ def as_run(cmd: Command) -> str | None:
         return None
     if form == "make":
         return re.sub(r"(^|\s)make\b", r"\1make -n", cmd.text, count=1)
-    return cmd.text + {"help": " --help", "dry-run": " --dry-run", "one": f" -i {ONE}"}.get(form, "")
+    extra = {"help": " --help", "dry-run": " --dry-run", "one": f" -i {ONE}", "one-id": f" --id {ONE}"}
+    return cmd.text + extra.get(form, "")
 
 
 def script(block: Block) -> str:
