@@ -65,38 +65,39 @@ def _left(client, run_id: str) -> list:
     return [c for c in list_managed(client) if c.labels.get(LABEL_RUN) == run_id]
 
 
-@pytest.fixture
-def dead_owner(sbx_docker_client):
-    """The run id of a sandbox whose owner was SIGKILLed; a live holder's run id beside it (must survive)."""
-    dead, live = f"reap-dead-{uuid.uuid4().hex[:8]}", f"reap-live-{uuid.uuid4().hex[:8]}"
-    killed, alive = _holder(dead), _holder(live)
-    killed.kill()
-    killed.wait()
-    assert len(_left(sbx_docker_client, dead)) == 1  # SIGKILL: nothing cleaned up
-    yield dead
+@pytest.fixture(scope="module")
+def live_owner(sbx_docker_client):
+    """The run id of a sandbox whose owner stays alive through every start-up reap here (it must survive)."""
+    live = f"reap-live-{uuid.uuid4().hex[:8]}"
+    alive = _holder(live)
+    yield live
     alive.terminate()  # its janitor removes its sandbox
     alive.wait(timeout=60)
     assert _left(sbx_docker_client, live) == []
 
 
+@pytest.fixture
+def dead_owner(sbx_docker_client, live_owner):
+    """The run id of a sandbox whose owner was SIGKILLed (no janitor ran: it stays until its TTL)."""
+    dead = f"reap-dead-{uuid.uuid4().hex[:8]}"
+    killed = _holder(dead)
+    killed.kill()
+    killed.wait()
+    assert len(_left(sbx_docker_client, dead)) == 1
+    yield dead
+    assert len(_left(sbx_docker_client, live_owner)) == 1  # a live owner's sandbox is never touched
+
+
 @pytest.mark.parametrize(("name", "argv"), ENTRY_POINTS, ids=[n for n, _ in ENTRY_POINTS])
 def test_a_run_removes_dead_owners_sandboxes_when_it_starts(name, argv, dead_owner, sbx_docker_client):
-    live_before = [
-        c.labels[LABEL_RUN] for c in list_managed(sbx_docker_client) if "reap-live-" in c.labels[LABEL_RUN]
-    ]
     try:
         proc = subprocess.run([SWE_RL, *argv], cwd=REPO, capture_output=True, text=True, timeout=300)
     finally:
         shutil.rmtree(REPO / "runs" / "reap-test-never", ignore_errors=True)  # eval saves its config first
     assert proc.returncode != 0  # stopped by the bad input, after the start-up reap
-    assert f"{name}: removed " in proc.stderr and "of processes that are gone" in proc.stderr, proc.stderr[
-        -2000:
-    ]
+    said = f"{name}: removed " in proc.stderr and "of processes that are gone" in proc.stderr
+    assert said, proc.stderr[-2000:]
     assert _left(sbx_docker_client, dead_owner) == []
-    live_after = [
-        c.labels[LABEL_RUN] for c in list_managed(sbx_docker_client) if "reap-live-" in c.labels[LABEL_RUN]
-    ]
-    assert set(live_before) <= set(live_after)  # a live owner's sandbox is never touched
 
 
 def test_creating_a_warm_pool_removes_dead_owners_sandboxes(dead_owner, sbx_docker_client, capsys):
