@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import secrets
 import time
@@ -34,6 +35,8 @@ from sandboxes.startgate import StartGate, default_gate_dir, default_slots
 
 __all__ = ["STATE_DIR", "DockerSandbox", "docker_client"]  # docker_client re-exported: callers import it here
 
+# an image asks for at least this many CPUs (a float) when the config sets a quota (SWE-bench nano_cpus)
+MIN_CPUS_LABEL = "org.swe-rl.min-cpus"
 STATE_DIR = "/dev/shm/.sandboxes"  # survives a read-only root; not under /tmp, which tests may fill
 # Start failures worth another try: the engine was busy, restarting or slow (a missing image is marked permanent).
 _RETRYABLE = (SandboxStartError, EngineUnreachableError)
@@ -182,7 +185,7 @@ class DockerSandbox(ShellSandbox):
             mem_limit=lim.memory,
             memswap_limit=lim.memory,
             pids_limit=lim.pids,
-            nano_cpus=int(lim.cpus * 1e9) if lim.cpus else None,
+            nano_cpus=int(cpus * 1e9) if (cpus := self._cpus(api, lim.cpus)) else None,
             security_opt=["no-new-privileges:true"] if lim.no_new_privileges else None,
             cap_drop=lim.cap_drop or None,
             cap_add=lim.cap_add or None,
@@ -206,6 +209,19 @@ class DockerSandbox(ShellSandbox):
             host_config=host_config,
         )
         return resp["Id"]
+
+    def _cpus(self, api: Any, quota: float | None) -> float | None:
+        """The CPU quota, raised to what the image declares it needs (label MIN_CPUS_LABEL): SWE-bench gives some
+        instances 2 CPUs (pylint 2.15's spec), and a test that needs two cores skips itself under a 1-CPU quota,
+        which fails the gold patch. Never above the host's cores; an unlimited quota stays unlimited."""
+        if not quota:
+            return quota
+        want = (api.inspect_image(self.image).get("Config") or {}).get("Labels") or {}
+        try:
+            need = min(float(want.get(MIN_CPUS_LABEL, 0)), float(os.cpu_count() or 1))
+        except ValueError:
+            return quota
+        return max(quota, need)
 
     async def close(self) -> None:
         """Remove the container (idempotent)."""

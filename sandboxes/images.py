@@ -25,6 +25,9 @@ from sandboxes.base import SandboxStartError
 log = logging.getLogger("sandboxes.images")
 
 BASE_PACKAGES = ["python3", "git", "patch", "procps", "ca-certificates", "python3-pytest"]
+# why: Debian splits distutils out of python3.9's standard library, and pip on Python < 3.10 imports it (its
+# install locations come from distutils there): an environment built on bullseye's Python needs the whole module.
+SUITE_PACKAGES = {"bullseye": ["python3-distutils"]}
 BASE_DOCKERFILE = """FROM {raw}
 ENV LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1
 RUN git config --system user.email sandbox@swe-rl && git config --system user.name sandbox \\
@@ -172,7 +175,7 @@ def build_base_image(
     if shutil.which("debootstrap") is None:
         raise RuntimeError("debootstrap is not installed (apt-get install -y debootstrap)")
     check_disk_floor(client, disk_floor_gb, f"building {tag}")
-    include = ",".join(packages or BASE_PACKAGES)
+    include = ",".join(packages or [*BASE_PACKAGES, *SUITE_PACKAGES.get(suite, [])])
     with tempfile.TemporaryDirectory(prefix="sandboxes-base-") as work:
         rootfs = os.path.join(work, "rootfs")
         proc = subprocess.run(

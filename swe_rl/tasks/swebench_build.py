@@ -1,32 +1,41 @@
 """Build the images of an inputs directory (layout: swe_rl.tasks.swebench_images) and write their task rows.
 
-`build_inputs(inputs, out)`: every row -> its image (built `--network none` from a staged context, skipped when
-an image with the same inputs hash exists) -> one Task row in `out` (JSONL: image, eval_script, log_parser,
-base_commit = the image's local commit, metadata: upstream commit, spec python, source sha256, left-out steps),
-ready for `swe-rl eval --dataset`, `swe-rl grade`, swebench's run_evaluation and `swe-rl train data.tasks=`.
+`build_inputs(inputs, out)`: every row -> its env image (swebench_env.py: the spec's Python from a Debian base
+image, requirements, wheels; shared by the rows that need the same and built once) -> its instance image on top
+(swebench_stage.py: the source as one root commit at /testbed, pre_install, the install, swebench's "SWE-bench"
+commit), each built `--network none` and skipped when an image with the same content hash exists -> one Task row in
+`out` (JSONL: image, eval_script, log_parser, base_commit = the image's local commit, metadata: upstream commit,
+spec and image Python, env image, left-out steps), ready for `swe-rl eval --dataset`, `swe-rl grade`, swebench's
+run_evaluation and `swe-rl train data.tasks=`. A row whose build fails gets the reason and the others go on; a
+failed env image fails its rows with its error, built once. Every image made here carries BUILDER_LABEL.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shlex
-import shutil
 import subprocess
-import tarfile
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swe_rl.tasks.images import BASE_COMMIT_LABEL, HISTORY_LABEL, REPO_DIR, default_builder, image_label
+from sandboxes.docker_sandbox import MIN_CPUS_LABEL
+from swe_rl.tasks.images import BASE_COMMIT_LABEL, HISTORY_LABEL, default_builder, image_exists, image_label
+from swe_rl.tasks.swebench_env import (
+    BUILDER_LABEL,
+    ENV_LABEL,
+    BaseInfo,
+    EnvPlan,
+    choose_python,
+    env_fixes,
+    load_overrides,
+    plan_env,
+)
 from swe_rl.tasks.swebench_images import (
-    ACTIVATE,
-    ENV_DIR,
-    GIT_ENV,
     INPUTS_LABEL,
-    WHEELS_DIR,
     ImageInputError,
     Instance,
     SpecTable,
@@ -34,13 +43,10 @@ from swe_rl.tasks.swebench_images import (
     image_tag,
     load_spec_table,
     source_of,
-)  # fmt: skip
+)
+from swe_rl.tasks.swebench_stage import _commit, _requirements, _unpack, stage_env, stage_instance
 
-BASE_IMAGE = "swe-rl/base:bookworm"
-# why: with more loose objects than gc.auto (6700; django's ~6,800 files), `git commit` starts a detached
-# background `git gc` that goes on writing .git after we return: the staged context's cleanup then fails
-# ("Directory not empty: '.git'") or docker copies a half-packed .git. No automatic gc in our own git calls.
-NO_AUTO_GC = ["-c", "gc.auto=0", "-c", "maintenance.auto=false"]
+__all__ = ["Built", "_commit", "build_inputs", "read_rows"]
 
 
 @dataclass
@@ -51,6 +57,39 @@ class Built:
     seconds: float = 0.0
     error: str = ""
     task: dict[str, Any] | None = None
+    env_image: str = ""
+
+
+class Progress:
+    """One line per image: a spinner with the elapsed time while it builds (on a terminal), then its outcome."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True, highlight=False)
+
+    @contextmanager
+    def building(self, what: str) -> Iterator[None]:
+        with self.console.status(f"building {what}"):
+            yield
+
+    def line(self, what: str, status: str, seconds: float, error: str = "") -> None:
+        style = {"built": "green", "present": "dim", "failed": "red"}.get(status, "")
+        tail = f": {error.splitlines()[0][:200]}" if error else ""
+        self.console.print(f"[{style}]{status:>7}[/] {what} ({seconds:.0f} s){tail}", soft_wrap=True)
+
+
+@dataclass
+class Session:
+    """One build_inputs run: what it learnt about base and env images (each is probed or built once)."""
+
+    inputs: Path
+    table: SpecTable
+    overrides: dict[str, Any]
+    force: bool
+    progress: Progress
+    bases: dict[str, BaseInfo | str] = field(default_factory=dict)  # image -> info, or why it is unusable
+    envs: dict[str, str] = field(default_factory=dict)  # env key -> "" (usable) or the error
 
 
 def read_rows(inputs: Path, ids: list[str] | None = None) -> list[dict[str, Any]]:
@@ -66,170 +105,121 @@ def read_rows(inputs: Path, ids: list[str] | None = None) -> list[dict[str, Any]
     return rows
 
 
-def setup_script(inst: Instance, reqs: bool) -> str:
-    """The image's install steps (swebench's env + repo scripts minus conda and network)."""
-    spec, pip = inst.spec, f"{ENV_DIR}/bin/python -m pip install -q"
-    lines = [
-        "set -euxo pipefail",
-        "source /opt/miniconda3/bin/activate",
-        "conda activate testbed",
-        f"cd {REPO_DIR}",
-    ]
-    for cmd in spec.get("pre_install", []):
-        if "apt-get" in cmd or "locale-gen" in cmd or "/etc/locale.gen" in cmd:
-            inst.notes.append(f"pre_install left out (offline): {cmd}")
+PROBE = "import sys, platform; print(sys.version.split()[0], platform.libc_ver()[1])"
+
+
+def base_info(image: str, s: Session) -> BaseInfo:
+    """The base image's Python and glibc; debootstrapped first when missing (sandboxes.images)."""
+    if image not in s.bases:
+        t0 = time.monotonic()
+        try:
+            if not image_exists(image):
+                from sandboxes.docker_sandbox import docker_client
+                from sandboxes.images import build_base_image
+
+                with s.progress.building(image):
+                    build_base_image(docker_client(), image, suite=image.rsplit(":", 1)[-1])
+                s.progress.line(image, "built", time.monotonic() - t0)
+            out = subprocess.run(["docker", "run", "--rm", "--network", "none", image, "python3", "-c", PROBE],
+                                 capture_output=True, text=True, check=True, timeout=300).stdout.split()  # fmt: skip
+            ident = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", image], capture_output=True,
+                                   text=True, check=True).stdout.strip()  # fmt: skip
+            s.bases[image] = BaseInfo(image, ident, out[0], out[1])
+        except Exception as e:
+            s.bases[image] = f"base image {image}: {type(e).__name__}: {e}"
+    info = s.bases[image]
+    if isinstance(info, str):
+        raise ImageInputError(info)
+    return info
+
+
+def ensure_env(plan: EnvPlan, base: BaseInfo, s: Session) -> str:
+    """The env image's tag, built unless present; an env that failed once fails again without a rebuild."""
+    key = plan.key(base.image_id)
+    tag = plan.tag(key)
+    if key not in s.envs:
+        t0, what = time.monotonic(), f"env {plan.repo} {plan.version} py{base.python} {tag}"
+        if not s.force and image_label(tag, ENV_LABEL) == key:
+            s.envs[key] = ""
+            s.progress.line(what, "present", time.monotonic() - t0)
         else:
-            lines.append(cmd)
-    pkgs = str(spec.get("packages", "")).strip()
-    if pkgs == "environment.yml":
-        raise ImageInputError(
-            f"{inst.instance_id}: spec packages=environment.yml (conda) is not supported offline"
-        )
-    if reqs:
-        lines.append(f"{pip} -r /opt/swe-rl-requirements.txt")
-    elif pkgs and pkgs != "requirements.txt":
-        lines.append(f"{pip} {pkgs}")
-    if spec.get("pip_packages"):
-        lines.append(f"{pip} {' '.join(shlex.quote(p) for p in spec['pip_packages'])}")
-    if spec.get("install"):
-        lines.append(spec["install"])
-    # as swebench's setup: what the install changed is committed, so the eval script's `git show` prints one
-    # small commit (not the whole source tree of the base commit) and `git diff` shows only the agent's edits
-    lines.append(
-        f"git {' '.join(NO_AUTO_GC)} -c user.email=setup@swebench.config -c user.name=SWE-bench "
-        "commit -q --allow-empty -am SWE-bench"
-    )
-    return "\n".join(lines) + "\n"
+            try:
+                with tempfile.TemporaryDirectory(prefix="swe-rl-env-") as tmp, s.progress.building(what):
+                    stage_env(plan, Path(tmp), base.image, key, f'org.swe-rl.env-python="{base.python}"')
+                    default_builder()(tag, Path(tmp) / "Dockerfile", Path(tmp))
+                s.envs[key] = ""
+            except Exception as e:
+                s.envs[key] = f"env image {tag} failed: {type(e).__name__}: {e}"
+            s.progress.line(what, "failed" if s.envs[key] else "built", time.monotonic() - t0, s.envs[key])
+    if s.envs[key]:
+        raise ImageInputError(s.envs[key])
+    return tag
 
 
-def base_packages(wheels: Path) -> str:
-    """What a fresh conda env has besides python: pip, and setuptools/wheel when the wheelhouse holds them (old
-    repos import pkg_resources at run time; setuptools >= 81 no longer ships it: pick the wheelhouse's version)."""
-    return " ".join(["pip", *(n for n in ("setuptools", "wheel") if any(wheels.glob(f"{n}-*.whl")))])
-
-
-def dockerfile(base_image: str, pip_wheel: str, labels: dict[str, str], packages: str = "pip") -> str:
-    label_line = " ".join(f'{k}="{v}"' for k, v in labels.items())
-    return f"""FROM {base_image}
-COPY wheels/ {WHEELS_DIR}/
-COPY activate /opt/miniconda3/bin/activate
-RUN python3 -m venv --without-pip {ENV_DIR} \\
- && {ENV_DIR}/bin/python {WHEELS_DIR}/{pip_wheel}/pip install -q --no-index --find-links {WHEELS_DIR} {packages}
-ENV PIP_NO_INDEX=1 PIP_FIND_LINKS={WHEELS_DIR} PIP_DISABLE_PIP_VERSION_CHECK=1
-COPY requirements.txt /opt/swe-rl-requirements.txt
-COPY testbed/ {REPO_DIR}/
-COPY setup.sh /opt/swe-rl-setup.sh
-RUN bash /opt/swe-rl-setup.sh && git config --global --add safe.directory {REPO_DIR}
-WORKDIR {REPO_DIR}
-LABEL {label_line}
-"""
-
-
-def _unpack(source: Path, dest: Path) -> None:
-    if source.is_dir():
-        shutil.copytree(source, dest, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-        return
-    with tarfile.open(source) as tar:
-        tar.extractall(dest, filter="tar")
-
-
-def _commit(repo: Path) -> str:
-    """One commit of the source with fixed identity and dates: the same source always gives the same sha."""
-    for args in (["init", "-q"], ["add", "-A", "-f"], ["commit", "-q", "--no-verify", "-m", "base"]):
-        subprocess.run(["git", *NO_AUTO_GC, *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True)
-    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, env=GIT_ENV, check=True, capture_output=True)
-    return out.stdout.decode().strip()
-
-
-def _requirements(inst: Instance, inputs: Path, table: SpecTable, testbed: Path) -> str:
-    given = inputs / "requirements" / f"{inst.instance_id}.txt"
-    if given.is_file():
-        return given.read_text()
-    if str(inst.spec.get("packages", "")).strip() != "requirements.txt":
-        return ""
-    for rel in table.reqs_paths.get(inst.row.get("repo", ""), []):
-        if (testbed / rel).is_file():
-            return (testbed / rel).read_text()
-    raise ImageInputError(f"{inst.instance_id}: spec packages=requirements.txt but none of "
-                          f"{table.reqs_paths.get(inst.row.get('repo', ''), [])} is in the source and "
-                          f"{given} is missing")  # fmt: skip
-
-
-def _digest(ctx: Path, source: Path) -> str:
-    """sha256 over the staged context: Dockerfile, scripts, requirements, source files, wheel names and sizes."""
-    h = hashlib.sha256()
-    for p in sorted(ctx.rglob("*")):
-        if p.is_file() and ".git" not in p.relative_to(ctx).parts:
-            rel = str(p.relative_to(ctx))
-            h.update(rel.encode())
-            h.update(str(p.stat().st_size).encode() if rel.startswith("wheels/") else p.read_bytes())
-    return h.hexdigest()
-
-
-def stage(inst: Instance, inputs: Path, table: SpecTable, ctx: Path, base_image: str) -> tuple[str, str, str]:
-    """Write the build context; returns (local base commit, inputs hash, Dockerfile text)."""
-    wheels = inputs / "wheels"
-    pips = sorted(w.name for w in wheels.glob("pip-*.whl"))
-    if not pips:
-        raise ImageInputError(f"{wheels}: no pip-*.whl (the image's venv installs pip from the wheelhouse)")
-    _unpack(inst.source, ctx / "testbed")
-    base = _commit(ctx / "testbed")
-    shutil.copytree(wheels, ctx / "wheels", copy_function=_link_or_copy)
-    (ctx / "activate").write_text(ACTIVATE)
-    reqs = _requirements(inst, inputs, table, ctx / "testbed")
-    (ctx / "requirements.txt").write_text(reqs)
-    (ctx / "setup.sh").write_text(setup_script(inst, bool(reqs)))
-    (ctx / "Dockerfile").write_text(dockerfile(base_image, pips[-1], {}, base_packages(wheels)))
-    digest = _digest(ctx, inst.source)
-    labels = {INPUTS_LABEL: digest, BASE_COMMIT_LABEL: base, HISTORY_LABEL: base,
-              "org.swe-rl.upstream-commit": str(inst.row.get("base_commit", ""))}  # fmt: skip
-    text = dockerfile(base_image, pips[-1], labels, base_packages(wheels))
-    (ctx / "Dockerfile").write_text(text)
-    return base, digest, text
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        Path(dst).hardlink_to(src)  # a big wheelhouse is not copied per instance
-    except OSError:
-        shutil.copy2(src, dst)
-
-
-def task_row(inst: Instance, table: SpecTable, base: str, digest: str) -> dict[str, Any]:
+def task_row(inst: Instance, s: Session, base: str, env: EnvPlan, env_tag: str, py: str) -> dict[str, Any]:
     row = inst.row
-    parser = inst.spec.get("log_parser") or table.parsers.get(row.get("repo", ""), "")
+    parser = inst.spec.get("log_parser") or s.table.parsers.get(row.get("repo", ""), "")
     if not parser:
         raise ImageInputError(f"{inst.instance_id}: no log parser known for repo {row.get('repo')!r}")
     keep = ("instance_id", "repo", "problem_statement", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS",
             "version", "hints_text", "created_at", "environment_setup_commit")  # fmt: skip
     meta = {"upstream_base_commit": row.get("base_commit", ""), "spec_python": inst.spec.get("python", ""),
-            "inputs_sha256": digest, "left_out": inst.notes, "source": row.get("source", "")}  # fmt: skip
+            "python": py, "python_deviation": env.python.deviation, "base_image": env.python.base_image,
+            "env_image": env_tag, "wheels_from": env.wheels_from, "min_cpus": inst.spec.get("nano_cpus", 0) / 1e9,
+            "left_out": [*env.left_out, *inst.notes],
+            "source": row.get("source", "")}  # fmt: skip
     return {**{k: row[k] for k in keep if k in row}, "base_commit": base, "image": image_tag(inst.instance_id),
             "eval_script": eval_script(row, inst.spec, base), "log_parser": parser, "metadata": meta}  # fmt: skip
 
 
-def build_one(inst: Instance, inputs: Path, table: SpecTable, *, base_image: str, force: bool) -> Built:
-    tag, t0 = image_tag(inst.instance_id), time.monotonic()
+def _plan(inst: Instance, s: Session, testbed: Path) -> tuple[str, EnvPlan, list[str], BaseInfo]:
+    """The staged source's commit, the env it needs, its requirement lines that need the source, the base."""
+    _unpack(inst.source, testbed)
+    base = _commit(testbed)
+    repo, version = str(inst.row.get("repo", "")), str(inst.row.get("version", ""))
+    fixes = env_fixes(s.overrides, repo, version)
+    python = choose_python(str(inst.spec.get("python", "")), s.overrides["pythons"], fixes.get("python", ""))
+    info = base_info(python.base_image, s)
+    reqs = _requirements(inst, s.inputs, s.table, testbed)
+    env, local = plan_env(inst.instance_id, inst.row, inst.spec, reqs, s.inputs, testbed, base, info, python,
+                          fixes, s.overrides["pypi_base"]["requirements"])  # fmt: skip
+    return base, env, local, info
+
+
+def build_one(inst: Instance, s: Session) -> Built:
+    tag, t0, env_tag = image_tag(inst.instance_id), time.monotonic(), ""
     try:
         with tempfile.TemporaryDirectory(prefix="swe-rl-sweb-") as tmp:
             ctx = Path(tmp)
-            base, digest, _ = stage(inst, inputs, table, ctx, base_image)
-            row = task_row(inst, table, base, digest)
-            if not force and image_label(tag, INPUTS_LABEL) == digest:
-                return Built(inst.instance_id, tag, "present", time.monotonic() - t0, task=row)
-            default_builder()(tag, ctx / "Dockerfile", ctx)
+            base, env, local, info = _plan(inst, s, ctx / "testbed")
+            env_tag = ensure_env(env, info, s)
+            labels = {BUILDER_LABEL: "swebench", BASE_COMMIT_LABEL: base, HISTORY_LABEL: base,
+                      "org.swe-rl.upstream-commit": str(inst.row.get("base_commit", ""))}  # fmt: skip
+            if inst.spec.get(
+                "nano_cpus"
+            ):  # the CPUs SWE-bench runs it with; our sandboxes raise their quota to it
+                labels[MIN_CPUS_LABEL] = f"{int(inst.spec['nano_cpus']) / 1e9:g}"
+            digest = stage_instance(inst, ctx, env_tag, local, labels)
+            row = task_row(inst, s, base, env, env_tag, info.python)
+            status = "present"
+            if s.force or image_label(tag, INPUTS_LABEL) != digest:
+                with s.progress.building(tag):
+                    default_builder()(tag, ctx / "Dockerfile", ctx)
+                status = "built"
     except Exception as e:  # one failed build must not hide the others' results
-        return Built(inst.instance_id, tag, "failed", time.monotonic() - t0, f"{type(e).__name__}: {e}")
-    return Built(inst.instance_id, tag, "built", time.monotonic() - t0, task=row)
+        return Built(inst.instance_id, tag, "failed", time.monotonic() - t0, f"{type(e).__name__}: {e}",
+                     env_image=env_tag)  # fmt: skip
+    return Built(inst.instance_id, tag, status, time.monotonic() - t0, task=row, env_image=env_tag)
 
 
 def build_inputs(inputs: str | Path, out: str | Path | None = None, *, ids: list[str] | None = None,
-                 base_image: str = BASE_IMAGE, force: bool = False) -> list[Built]:  # fmt: skip
+                 force: bool = False, progress: Progress | None = None) -> list[Built]:  # fmt: skip
     """Build every (or the named) row's image; write the built ones' task rows to `out` (default
     INPUTS/tasks.jsonl). Bad inputs of one row fail that row only, with the reason."""
     inputs = Path(inputs)
     rows = read_rows(inputs, ids)
     table = load_spec_table(inputs / "wheels", inputs / "specs.json")
+    s = Session(inputs, table, load_overrides(), force, progress or Progress())
     results = []
     for row in rows:
         iid = str(row.get("instance_id", "?"))
@@ -237,8 +227,10 @@ def build_inputs(inputs: str | Path, out: str | Path | None = None, *, ids: list
             inst = Instance(row, table.spec(row), source_of(inputs, iid))
         except ImageInputError as e:
             results.append(Built(iid, image_tag(iid), "failed", error=str(e)))
-            continue
-        results.append(build_one(inst, inputs, table, base_image=base_image, force=force))
+        else:
+            results.append(build_one(inst, s))
+        r = results[-1]
+        s.progress.line(f"image {r.image}", r.status, r.seconds, r.error)
     dest = Path(out) if out else inputs / "tasks.jsonl"
     dest.write_text("".join(json.dumps(b.task) + "\n" for b in results if b.task is not None))
     return results

@@ -11,12 +11,12 @@ Users on air-gapped clusters (and our tests, which cannot pull) supply an inputs
 The per-repo/version install specs (pre_install, packages, pip_packages, install, eval_commands, test_cmd) are
 swebench 4.1.0's MAP_REPO_VERSION_TO_SPECS, read from its wheel in the wheelhouse (5.x dropped the table). The
 image keeps SWE-bench's layout: the repo at /testbed (the source as one root commit, then swebench's "SWE-bench"
-commit of what the install changed: no upstream history to leak), a venv (pip, setuptools, wheel) at
+commit of what the install changed: no upstream history to leak), a Python prefix with the dependencies at
 /opt/miniconda3/envs/testbed and an /opt/miniconda3/bin/activate that makes the harness's
-`source /opt/miniconda3/bin/activate && conda activate testbed` work. It is built `--network none` on the
-project's Debian base image: ONE Python for every instance (bookworm's 3.11), whatever the spec's python says
-(kept in the task's metadata). apt-get lines of pre_install cannot run offline and are left out (recorded too).
-Images are cached by a hash of everything that goes into them (label INPUTS_LABEL).
+`source /opt/miniconda3/bin/activate && conda activate testbed` work. It is built `--network none` in two layers
+(swebench_build.py): an env image per Python + requirements + wheels on the Debian base image whose python3 is the
+spec's (swebench_env.py), then the instance's source and install. apt-get lines of pre_install cannot run offline
+and are left out (recorded in the task row). Images are cached by a hash of everything that goes into them.
 """
 
 from __future__ import annotations
@@ -44,10 +44,13 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "SWE-bench", "GIT_AUTHOR_EMAIL": "setup@swebench.c
            "GIT_COMMITTER_NAME": "SWE-bench", "GIT_COMMITTER_EMAIL": "setup@swebench.config",
            "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
            "PATH": "/usr/bin:/bin"}  # fmt: skip
-ACTIVATE = """# swe-rl: SWE-bench's `source /opt/miniconda3/bin/activate; conda activate testbed` on a venv (no conda)
+ACTIVATE = """# swe-rl: SWE-bench's `source /opt/miniconda3/bin/activate; conda activate testbed`, without conda
 conda() {
-  if [ "${1:-}" = activate ]; then . "/opt/miniconda3/envs/${2:-testbed}/bin/activate"
-  else echo "conda $*: not available in this venv-based image" >&2; return 1; fi
+  if [ "${1:-}" = activate ]; then
+    export CONDA_DEFAULT_ENV="${2:-testbed}" CONDA_PREFIX="/opt/miniconda3/envs/${2:-testbed}"
+    export PATH="$CONDA_PREFIX/bin:$PATH"
+    hash -r
+  else echo "conda $*: not available here (the env is a plain Python prefix, no conda)" >&2; return 1; fi
 }
 """
 

@@ -122,7 +122,9 @@ def real_tasks(request, tmp_path_factory, real_manifest) -> RealTasks:
     failed = {i: m for i in needed if i in real_manifest and (m := source_mismatch(i, real_manifest[i]))}
     out = tmp_path_factory.mktemp("real") / "tasks.jsonl"
     todo = [i for i in needed if i not in failed]
-    results = build_inputs(INPUTS, out, ids=todo) if todo else []
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():  # the builder's progress line per image shows as it happens
+        results = build_inputs(INPUTS, out, ids=todo) if todo else []
     for r in results:
         print(f"image {r.instance_id}: {r.status} in {r.seconds:.0f}s" + (f" ({r.error})" if r.error else ""))
         if r.status == "failed":

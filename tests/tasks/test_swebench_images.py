@@ -56,7 +56,7 @@ new file mode 100644
 +    assert add(0, 0) == 0
 +
 """
-SPEC = {"python": "3.9", "pip_packages": ["tinydep==1.0"], "install": "python -c 'import tinydep'",
+SPEC = {"python": "3.11", "pip_packages": ["tinydep==1.0"], "install": "python -c 'import tinydep'",
         "pre_install": ["apt-get update && apt-get install -y locales"], "test_cmd": "python run_tests.py",
         "log_parser": "parse_log_pytest"}  # fmt: skip
 ROW = {"instance_id": "swe-rl__calc-1", "repo": "swe-rl/calc", "version": "1.0", "base_commit": "0" * 40,
@@ -135,7 +135,7 @@ def test_source_commit_starts_no_automatic_gc(tmp_path):
     any automatic gc of the builder's commit packs the objects before `_commit` returns."""
     import hashlib
 
-    from swe_rl.tasks.swebench_build import _commit
+    from swe_rl.tasks.swebench_stage import _commit
 
     repo = tmp_path / "src"
     repo.mkdir()
@@ -165,13 +165,16 @@ def test_build_grade_and_cache(inputs, tmp_path):
     assert first.status == "built", first.error
     assert first.image == image_tag("swe-rl__calc-1") == "sweb.eval.x86_64.swe-rl__calc-1:latest"
     (task,) = load_tasks(tmp_path / "tasks.jsonl")
-    assert task.metadata["upstream_base_commit"] == "0" * 40 and task.metadata["spec_python"] == "3.9"
+    assert task.metadata["upstream_base_commit"] == "0" * 40 and task.metadata["spec_python"] == "3.11"
+    assert task.metadata["python"].startswith("3.11.") and task.metadata["python_deviation"] == ""
+    assert task.metadata["base_image"] == "swe-rl/base:bookworm" and task.metadata["wheels_from"] == "inputs"
     assert task.metadata["left_out"] == [
         "pre_install left out (offline): apt-get update && apt-get install -y locales"
     ]
     layout = subprocess.run(["docker", "run", "--rm", "--network", "none", task.image, "bash", "-c",
                              "source /opt/miniconda3/bin/activate && conda activate testbed && which python "
-                             "&& python -c 'import tinydep' "
+                             "&& python -c 'import tinydep' && ln -s \"$(command -v python)\" /tmp/py "
+                             "&& /tmp/py -c 'import tinydep, sys; assert sys.prefix == \"/opt/miniconda3/envs/testbed\", sys.prefix' "
                              "&& git -C /testbed rev-list --max-parents=0 HEAD && git -C /testbed rev-list --all --count"], capture_output=True, text=True)  # fmt: skip
     assert layout.stdout.split() == ["/opt/miniconda3/envs/testbed/bin/python", task.base_commit, "2"], (
         layout.stderr
@@ -276,3 +279,100 @@ def test_real_fixture_fails_only_the_bad_instances(inputs, tmp_path):
     assert out.count("image swe-rl__calc-2: failed") == 1 and out.count("image swe-rl__calc-1: ") == 1
     out = run("-k", "test_one and calc-1")
     assert "1 passed" in out and "image swe-rl__calc-1: present" in out and "calc-2" not in out, out[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_pypi_lock_for_another_python(tmp_path, monkeypatch):
+    """A Python the wheelhouse is not built for: uv resolves on the host for the image's exact Python (markers
+    included), the wheelhouse's versions preferred, the files come from PyPI into the cache, sha256-checked; the
+    source it resolved is left as it was (building its metadata writes *.egg-info) and a second lock is offline."""
+    from swe_rl.tasks import swebench_wheels
+
+    monkeypatch.setenv("SWE_RL_CACHE", str(tmp_path / "cache"))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "setup.py").write_text("from setuptools import setup\nsetup(name='demo', version='1.0', install_requires="
+                                  "['six', 'importlib-metadata; python_version < \"3.10\"'])\n")  # fmt: skip
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "six-1.15.0-py2.py3-none-any.whl").write_bytes(b"")  # a preference: the wheelhouse's version
+    lines = ["pip", f"-e {src}"]
+    pins, files = swebench_wheels.lock_env(lines, src, ["k"], "3.9.2", "2.31", wheels, "demo")
+    names = {p.split("==")[0] for p in pins}
+    # importlib-metadata: its marker holds for the image's 3.9, not for the host's Python
+    assert "six==1.15.0" in pins and "importlib-metadata" in names and "demo" not in names, pins
+    assert sorted(p.name for p in src.iterdir()) == ["setup.py"]
+    assert all(f.parent == tmp_path / "cache" / "wheels" and f.stat().st_size > 0 for f in files)
+    assert any(f.name.startswith("pip-") for f in files)
+    monkeypatch.setattr(swebench_wheels, "resolve", None)  # cached: no second resolution
+    assert swebench_wheels.lock_env(lines, src, ["k"], "3.9.2", "2.31", wheels, "demo") == (pins, files)
+
+
+def test_python_of_a_spec_and_its_deviation():
+    from swe_rl.tasks.swebench_env import choose_python, load_overrides
+
+    pythons = load_overrides()["pythons"]
+    assert pythons == {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie"}
+    same = choose_python("3.9", pythons)
+    assert (same.minor, same.base_image, same.deviation) == ("3.9", "swe-rl/base:bullseye", "")
+    for spec, minor in (("3.6", "3.9"), ("3.8", "3.9"), ("3.10", "3.11"), ("3.12", "3.13"), ("3.14", "3.13")):
+        got = choose_python(spec, pythons)
+        assert got.minor == minor and f"no Debian suite ships Python {spec}" in got.deviation, got
+    forced = choose_python("3.9", pythons, forced="3.11")
+    assert forced.suite == "bookworm" and "swebench_overrides.json says 3.11" in forced.deviation
+
+
+def test_env_inputs_from_requirements_and_overrides(tmp_path):
+    from swe_rl.tasks.swebench_env import env_fixes, load_overrides, split_requirements, wheelhouse_pythons
+
+    env, local = split_requirements(
+        "# header\n-e .[testutils]\nastroid==2.11.6  # pinned\n\npytest~=7.1\n./sub\n"
+    )
+    assert env == ["astroid==2.11.6", "pytest~=7.1"] and local == ["-e .[testutils]", "./sub"]
+    bad = tmp_path / "o.json"
+    bad.write_text(json.dumps({"pythons": {}, "envs": {"a/b": {"1.0": {"pins": []}}}}))
+    with pytest.raises(ImageInputError, match=r"envs\.a/b\.1\.0: unknown keys \['pins'\] or no 'why'"):
+        load_overrides(bad)
+    data = {
+        "envs": {
+            "a/b": {"*": {"why": "w", "requirements": ["x<2"]}, "1.0": {"why": "v", "requirements": ["y"]}}
+        }
+    }
+    assert (
+        env_fixes(data, "a/b", "1.0")["requirements"] == ["x<2", "y"] and env_fixes(data, "a/c", "1.0") == {}
+    )
+    for name in (
+        "pkg-1.0-py3-none-any.whl",
+        "bin-2.0-cp311-cp311-manylinux2014_x86_64.whl",
+        "ab-1-cp39-abi3-any.whl",
+    ):
+        (tmp_path / name).write_bytes(b"")
+    assert wheelhouse_pythons(tmp_path) == {"3.11"}  # abi3 and pure wheels serve any Python
+
+
+def test_pick_files_takes_the_best_wheel_for_the_image():
+    from swe_rl.tasks.swebench_wheels import pick_files
+
+    def w(name: str) -> dict:
+        return {"url": f"https://x/{name}", "hashes": {"sha256": name}}
+
+    lock = {"packages": [
+        {"name": "a", "wheels": [w("a-1-py3-none-any.whl"), w("a-1-cp39-cp39-manylinux_2_17_x86_64.whl"),
+                                 w("a-1-cp39-cp39-manylinux_2_34_x86_64.whl"), w("a-1-cp311-cp311-manylinux1_x86_64.whl")]},
+        {"name": "b", "wheels": [w("b-1-cp311-cp311-manylinux1_x86_64.whl")], "sdist": w("b-1.tar.gz")},
+        {"name": "c", "wheels": [w("c-1-cp37-abi3-manylinux1_x86_64.whl")]},
+    ]}  # fmt: skip
+    got = [f["url"].rsplit("/", 1)[1] for f in pick_files(lock, "3.9.2", "2.31")]
+    # the most specific compatible tag (cp39 manylinux 2.17; 2.34 needs a newer glibc), an sdist, an abi3 wheel
+    assert got == [
+        "a-1-cp39-cp39-manylinux_2_17_x86_64.whl",
+        "b-1.tar.gz",
+        "c-1-cp37-abi3-manylinux1_x86_64.whl",
+    ]
+    with pytest.raises(ImageInputError, match=r"b 1: no wheel for Python 3\.9\.2 and no sdist"):
+        pick_files(
+            {"packages": [{"name": "b", "version": "1", "wheels": lock["packages"][1]["wheels"]}]},
+            "3.9.2",
+            "2.31",
+        )

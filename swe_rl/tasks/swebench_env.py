@@ -1,0 +1,232 @@
+"""Environment images of the offline SWE-bench builder, like SWE-bench's env images: a Python with a repo version's
+dependencies and no repository, shared by every instance that needs the same (swebench_build.py stacks an
+instance's source and install on top).
+
+An env is keyed by everything that goes into it: base image, install steps, requirements and wheels, so two
+django 5.0 instances with the same requirements share one, and a changed pin makes another. Its Python is the
+spec's, from the Debian suite that ships it (swebench_overrides.json `pythons`: bullseye 3.9, bookworm 3.11,
+trixie 3.13); a spec Python no suite ships gets the nearest newer one, and the task row records the deviation.
+Wheels: the inputs' wheelhouse when it is built for that Python, else a lock resolved on the host from PyPI
+(swebench_wheels.py), downloaded into a cache outside the repository and then built offline like the rest.
+The env is a conda-like prefix, not a venv: make_env.sh says why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
+
+from swe_rl.tasks.swebench_images import ENV_DIR, WHEELS_DIR, ImageInputError
+
+OVERRIDES = Path(__file__).with_name("swebench_overrides.json")
+MAKE_ENV = Path(__file__).with_name("make_env.sh")
+BUILDER_LABEL = "org.swe-rl.builder"  # "swebench" on every image this builder makes: env and instance images
+ENV_LABEL = "org.swe-rl.env-sha256"
+PIP = f"{ENV_DIR}/bin/python -m pip install -q"
+# why: a requirements line that names the source itself (`-e .[testutils]`) can only be installed with it
+LOCAL_REQ = re.compile(r"^(-e|--editable)\s|^\.|^file:|@\s*file:")
+FIX_KEYS = {"why", "python", "requirements", "left_out"}
+
+
+@dataclass(frozen=True)
+class PythonChoice:
+    spec: str  # the spec's python ("3.8"), "" when it names none
+    minor: str  # the image's ("3.9")
+    suite: str  # the Debian suite that ships it
+    deviation: str = ""  # why minor differs from spec ("" when it does not)
+
+    @property
+    def base_image(self) -> str:
+        return f"swe-rl/base:{self.suite}"
+
+
+def load_overrides(path: Path = OVERRIDES) -> dict[str, Any]:
+    data = json.loads(path.read_text())
+    for repo, versions in data.get("envs", {}).items():
+        for version, fix in versions.items():
+            unknown = set(fix) - FIX_KEYS
+            if unknown or "why" not in fix:
+                raise ImageInputError(f"{path}: envs.{repo}.{version}: unknown keys {sorted(unknown)} or no 'why' "
+                                      f"(expected {sorted(FIX_KEYS)})")  # fmt: skip
+    return data
+
+
+def env_fixes(overrides: dict[str, Any], repo: str, version: str) -> dict[str, Any]:
+    """The overrides for one repo version: its '*' entry, then its own (lists add up, scalars replace)."""
+    merged: dict[str, Any] = {}
+    for part in (overrides.get("envs", {}).get(repo, {}).get(k) for k in ("*", version)):
+        for key, value in (part or {}).items():
+            merged[key] = merged.get(key, []) + value if isinstance(value, list) else value
+    return merged
+
+
+def choose_python(spec_python: str, pythons: dict[str, str], forced: str = "") -> PythonChoice:
+    """The suite's Python for a spec's: the same minor when a suite ships it, else the nearest newer one."""
+    want = forced or spec_python or "3.11"
+    why = f"spec says {spec_python or 'nothing'}, swebench_overrides.json says {forced}" if forced else ""
+    if want in pythons:
+        return PythonChoice(spec_python, want, pythons[want], why)
+    newer = sorted((v for v in pythons if Version(v) >= Version(want)), key=Version)
+    minor = newer[0] if newer else max(pythons, key=Version)
+    why = f"{why}; " if why else ""
+    return PythonChoice(spec_python, minor, pythons[minor],
+                        f"{why}no Debian suite ships Python {want}: {minor} ({pythons[minor]}) is the nearest")  # fmt: skip
+
+
+def split_requirements(text: str) -> tuple[list[str], list[str]]:
+    """(environment lines, lines that need the source), comments and blank lines dropped."""
+    env: list[str] = []
+    local: list[str] = []
+    for raw in text.splitlines():
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
+        if line:
+            (local if LOCAL_REQ.search(line) else env).append(line)
+    return env, local
+
+
+def spec_packages(spec: dict[str, Any], iid: str) -> list[str]:
+    """The spec's `packages` as pip requirements (SWE-bench gives them to conda; here pip installs them)."""
+    pkgs = str(spec.get("packages", "")).strip()
+    if pkgs == "environment.yml":
+        raise ImageInputError(f"{iid}: spec packages=environment.yml (conda) is not supported offline")
+    return [] if pkgs in ("", "requirements.txt") else shlex.split(pkgs)
+
+
+@dataclass
+class EnvPlan:
+    """One env image: its steps, wheels and the key that names it."""
+
+    repo: str
+    version: str
+    python: PythonChoice
+    packages: list[str]
+    pip_packages: list[str]
+    requirements: list[str]  # the requirements file's lines for the env, plus the overrides' extra lines
+    wheels: list[Path]  # the env's wheelhouse
+    lock: list[str] = field(default_factory=list)  # pinned closure installed last (PyPI-resolved envs only)
+    wheels_from: str = "inputs"  # "inputs" (the inputs' wheelhouse) or "pypi" (a lock fetched on the host)
+    left_out: list[str] = field(default_factory=list)
+
+    def script(self) -> str:
+        """SWE-bench's env script without conda: packages, requirements, pip_packages, in its order."""
+        lines = ["set -euxo pipefail", "source /opt/miniconda3/bin/activate", "conda activate testbed"]
+        if self.packages:
+            lines.append(f"{PIP} {' '.join(shlex.quote(p) for p in self.packages)}")
+        if self.requirements:
+            lines.append(f"{PIP} -r /opt/swe-rl-env/requirements.txt")
+        if self.pip_packages:
+            lines.append(f"{PIP} {' '.join(shlex.quote(p) for p in self.pip_packages)}")
+        if self.lock:  # the rest of the closure the instances' installs will ask for, at the lock's versions
+            lines.append(f"{PIP} -r /opt/swe-rl-env/lock.txt")
+        return "\n".join(lines) + "\n"
+
+    def base_packages(self) -> list[str]:
+        names = {_dist_name(w.name) for w in self.wheels}
+        return [n for n in ("pip", "setuptools", "wheel") if n in names]
+
+    def pip_wheel(self) -> str:
+        pips = sorted((w.name for w in self.wheels if _dist_name(w.name) == "pip"), key=_wheel_version)
+        if not pips:
+            raise ImageInputError(
+                f"{self.repo} {self.version}: no pip wheel for the env (inputs' wheels/ or lock)"
+            )
+        return pips[-1]
+
+    def key(self, base_id: str) -> str:
+        h = hashlib.sha256()
+        for part in (base_id, self.script(), "\n".join(self.requirements), "\n".join(self.lock),
+                     MAKE_ENV.read_text(), dockerfile_env("", "", "", self.base_packages())):  # fmt: skip
+            h.update(part.encode() + b"\0")
+        for w in sorted(self.wheels, key=lambda p: p.name):
+            h.update(f"{w.name}:{w.stat().st_size}\n".encode())
+        return h.hexdigest()
+
+    def tag(self, key: str) -> str:
+        return f"sweb.env.py.x86_64.{key[:22]}:latest"
+
+
+def _dist_name(filename: str) -> str:
+    return re.sub(r"[-_.]+", "-", filename.split("-", 1)[0]).lower()
+
+
+def _wheel_version(filename: str) -> Version:
+    try:
+        return Version(filename.split("-")[1])
+    except Exception:
+        return Version("0")
+
+
+def dockerfile_env(base_image: str, key: str, pip_wheel: str, packages: list[str], labels: str = "") -> str:
+    return f"""FROM {base_image}
+COPY wheels/ {WHEELS_DIR}/
+COPY activate /opt/miniconda3/bin/activate
+COPY make_env.sh /opt/swe-rl-make-env.sh
+RUN bash /opt/swe-rl-make-env.sh {ENV_DIR} {pip_wheel} {" ".join(packages)}
+ENV PIP_NO_INDEX=1 PIP_FIND_LINKS={WHEELS_DIR} PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+COPY env/ /opt/swe-rl-env/
+RUN bash /opt/swe-rl-env/env.sh
+LABEL {BUILDER_LABEL}="swebench" {ENV_LABEL}="{key}" {labels}
+"""
+
+
+def wheelhouse_pythons(wheels: Path) -> set[str]:
+    """The Pythons the wheelhouse's binary wheels are built for ({"3.11"}); empty when it holds pure wheels only."""
+    found = set()
+    for w in wheels.glob("*.whl"):
+        for t in parse_wheel_filename(w.name)[3]:
+            if m := re.fullmatch(r"cp(\d)(\d+)", t.abi):
+                found.add(f"{m.group(1)}.{m.group(2)}")
+    return found
+
+
+@dataclass(frozen=True)
+class BaseInfo:
+    image: str
+    image_id: str
+    python: str  # full version of its python3 ("3.9.2")
+    glibc: str  # "2.31"
+
+
+def project_line(spec: dict[str, Any], testbed: Path) -> str:
+    """The source itself as a requirement, with the extras the spec's install asks for (`pip install -e .[test]`)."""
+    m = re.search(r"pip install (?:-e )?\.(\[[\w,-]+\])?", str(spec.get("install", "")))
+    extras = (m.group(1) or "") if m else ""
+    return f"-e {testbed}{extras}"
+
+
+def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inputs: Path, testbed: Path,
+             source_id: str, base: BaseInfo, python: PythonChoice, fixes: dict[str, Any], pypi_base: list[str]) -> tuple[EnvPlan, list[str]]:  # fmt: skip
+    """The env an instance needs and its requirement lines that need the source (installed with it)."""
+    from swe_rl.tasks.swebench_wheels import lock_env
+
+    env_reqs, local = split_requirements(reqs)
+    dropped = {re.sub(r"[-_.]+", "-", n).lower() for n in fixes.get("left_out", [])}
+    kept = [
+        r for r in env_reqs if re.sub(r"[-_.]+", "-", re.split(r"[\s<>=!~;\[]", r)[0]).lower() not in dropped
+    ]
+    notes = [f"requirement left out (swebench_overrides.json): {r}" for r in env_reqs if r not in kept]
+    plan = EnvPlan(str(row.get("repo", "")), str(row.get("version", "")), python, spec_packages(spec, iid),
+                   list(spec.get("pip_packages", [])), kept + list(fixes.get("requirements", [])), [], left_out=notes)  # fmt: skip
+    wheels = inputs / "wheels"
+    if not wheelhouse_pythons(wheels) or python.minor in wheelhouse_pythons(wheels):
+        plan.wheels = sorted(p for p in wheels.iterdir() if p.is_file())
+        return plan, local
+    local_abs = [
+        re.sub(r"^(-e\s+|--editable\s+)?\.", lambda m: f"{m.group(1) or ''}{testbed}", x) for x in local
+    ]
+    lines = [*pypi_base, *plan.packages, *plan.requirements, *plan.pip_packages, *local_abs,
+             project_line(spec, testbed)]  # fmt: skip
+    key_parts = [x.replace(str(testbed), "<src>") for x in lines] + [source_id]
+    pins, plan.wheels = lock_env(
+        lines, testbed, key_parts, base.python, base.glibc, wheels, f"{iid} (Python {base.python})"
+    )
+    plan.lock, plan.wheels_from = pins, "pypi"
+    return plan, local

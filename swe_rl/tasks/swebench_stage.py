@@ -1,0 +1,137 @@
+"""Staging for the offline SWE-bench builder (swebench_build.py): a row's source as one reproducible commit, its
+requirements, the env and instance build contexts (Dockerfile + scripts + files) and their content hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+from swe_rl.tasks.images import REPO_DIR
+from swe_rl.tasks.swebench_env import MAKE_ENV, EnvPlan, dockerfile_env
+from swe_rl.tasks.swebench_images import (
+    ACTIVATE,
+    ENV_DIR,
+    GIT_ENV,
+    INPUTS_LABEL,
+    ImageInputError,
+    Instance,
+    SpecTable,
+)
+
+# why: with more loose objects than gc.auto (6700; django's ~6,800 files), `git commit` starts a detached
+# background `git gc` that goes on writing .git after we return: the staged context's cleanup then fails
+# ("Directory not empty: '.git'") or docker copies a half-packed .git. No automatic gc in our own git calls.
+NO_AUTO_GC = ["-c", "gc.auto=0", "-c", "maintenance.auto=false"]
+OFFLINE_STEPS = ("apt-get", "locale-gen", "/etc/locale.gen")
+
+
+def instance_script(inst: Instance, local_reqs: bool) -> str:
+    """swebench's repo script minus the clone and the network: pre_install, the install, the setup commit."""
+    lines = [
+        "set -euxo pipefail",
+        "source /opt/miniconda3/bin/activate",
+        "conda activate testbed",
+        f"cd {REPO_DIR}",
+    ]
+    for cmd in inst.spec.get("pre_install", []):
+        if any(x in cmd for x in OFFLINE_STEPS):
+            inst.notes.append(f"pre_install left out (offline): {cmd}")
+        else:
+            lines.append(cmd)
+    if local_reqs:  # the requirements file's lines that name the source (`-e .[testutils]`)
+        lines.append(f"{ENV_DIR}/bin/python -m pip install -q -r /opt/swe-rl-env/local-requirements.txt")
+    if inst.spec.get("install"):
+        lines.append(inst.spec["install"])
+    # as swebench's setup: what the install changed is committed, so the eval script's `git show` prints one
+    # small commit (not the whole source tree of the base commit) and `git diff` shows only the agent's edits
+    lines.append(f"git {' '.join(NO_AUTO_GC)} -c user.email=setup@swebench.config -c user.name=SWE-bench "
+                 "commit -q --allow-empty -am SWE-bench")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def dockerfile_instance(env_tag: str, labels: dict[str, str]) -> str:
+    label_line = " ".join(f'{k}="{v}"' for k, v in labels.items())
+    return f"""FROM {env_tag}
+COPY local-requirements.txt /opt/swe-rl-env/local-requirements.txt
+COPY testbed/ {REPO_DIR}/
+COPY setup.sh /opt/swe-rl-setup.sh
+RUN bash /opt/swe-rl-setup.sh && git config --global --add safe.directory {REPO_DIR}
+WORKDIR {REPO_DIR}
+LABEL {label_line}
+"""
+
+
+def _unpack(source: Path, dest: Path) -> None:
+    if source.is_dir():
+        shutil.copytree(source, dest, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        return
+    with tarfile.open(source) as tar:
+        tar.extractall(dest, filter="tar")
+
+
+def _commit(repo: Path) -> str:
+    """One commit of the source with fixed identity and dates: the same source always gives the same sha."""
+    for args in (["init", "-q"], ["add", "-A", "-f"], ["commit", "-q", "--no-verify", "-m", "base"]):
+        subprocess.run(["git", *NO_AUTO_GC, *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True)
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, env=GIT_ENV, check=True, capture_output=True)
+    return out.stdout.decode().strip()
+
+
+def _requirements(inst: Instance, inputs: Path, table: SpecTable, testbed: Path) -> str:
+    given = inputs / "requirements" / f"{inst.instance_id}.txt"
+    if given.is_file():
+        return given.read_text()
+    if str(inst.spec.get("packages", "")).strip() != "requirements.txt":
+        return ""
+    for rel in table.reqs_paths.get(inst.row.get("repo", ""), []):
+        if (testbed / rel).is_file():
+            return (testbed / rel).read_text()
+    raise ImageInputError(f"{inst.instance_id}: spec packages=requirements.txt but none of "
+                          f"{table.reqs_paths.get(inst.row.get('repo', ''), [])} is in the source and "
+                          f"{given} is missing")  # fmt: skip
+
+
+def _digest(ctx: Path) -> str:
+    """sha256 over the staged context: Dockerfile, scripts, requirements, source files, wheel names and sizes."""
+    h = hashlib.sha256()
+    for p in sorted(ctx.rglob("*")):
+        if p.is_file() and ".git" not in p.relative_to(ctx).parts:
+            rel = str(p.relative_to(ctx))
+            h.update(rel.encode())
+            h.update(str(p.stat().st_size).encode() if rel.startswith("wheels/") else p.read_bytes())
+    return h.hexdigest()
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        dst.hardlink_to(src)  # a big wheelhouse is not copied per image
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def stage_env(plan: EnvPlan, ctx: Path, base_image: str, key: str, labels: str) -> None:
+    """The env image's context: its wheelhouse (hard links), the conda shim, make_env.sh and the env script."""
+    (ctx / "wheels").mkdir(parents=True)
+    for w in plan.wheels:
+        _link_or_copy(w, ctx / "wheels" / w.name)
+    (ctx / "activate").write_text(ACTIVATE)
+    shutil.copyfile(MAKE_ENV, ctx / "make_env.sh")
+    (ctx / "env").mkdir()
+    (ctx / "env" / "env.sh").write_text(plan.script())
+    (ctx / "env" / "requirements.txt").write_text("".join(f"{r}\n" for r in plan.requirements))
+    (ctx / "env" / "lock.txt").write_text("".join(f"{r}\n" for r in plan.lock))
+    text = dockerfile_env(base_image, key, plan.pip_wheel(), plan.base_packages(), labels)
+    (ctx / "Dockerfile").write_text(text)
+
+
+def stage_instance(inst: Instance, ctx: Path, env_tag: str, local: list[str], labels: dict[str, str]) -> str:
+    """The instance image's context on top of its env (the source is already at ctx/testbed); its content hash."""
+    (ctx / "local-requirements.txt").write_text("".join(f"{r}\n" for r in local))
+    (ctx / "setup.sh").write_text(instance_script(inst, bool(local)))
+    (ctx / "Dockerfile").write_text(dockerfile_instance(env_tag, {}))
+    digest = _digest(ctx)
+    (ctx / "Dockerfile").write_text(dockerfile_instance(env_tag, {**labels, INPUTS_LABEL: digest}))
+    return digest
