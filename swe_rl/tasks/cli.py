@@ -197,19 +197,15 @@ def images_build_command(
     force: bool = typer.Option(False, help="rebuild even when an image with the same inputs hash exists"),
 ) -> None:
     """Build sweb.eval.x86_64.<id> images offline (--network none) and write their task rows (JSONL)."""
-    from swe_rl.tasks.images import base_image_fix, image_exists
-    from swe_rl.tasks.swebench_build import BASE_IMAGE, build_inputs
+    from swe_rl.tasks.swebench_build import build_inputs
     from swe_rl.tasks.swebench_images import ImageInputError
 
     if not inputs.is_dir():
         typer.echo(f"error: --inputs {inputs}: no such folder (expected rows.jsonl, src/<id>.tar and wheels/; "
                    "the layout is in tests/real/README.md)", err=True)  # fmt: skip
         raise typer.Exit(2)
-    if not image_exists(BASE_IMAGE):  # every instance image is built FROM it, with no registry to pull from
-        typer.echo(
-            f"error: base image {BASE_IMAGE} missing: build it with `{base_image_fix(BASE_IMAGE)}`", err=True
-        )
-        raise typer.Exit(2)
+    # the Debian base image each row's Python needs is debootstrapped by the builder when missing; a row whose
+    # base cannot be built fails with the `sandboxes build-base` command that makes it
     try:
         results = build_inputs(inputs, out, ids=ids or None, force=force)
     except ImageInputError as e:

@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes.docker_sandbox import MIN_CPUS_LABEL
-from swe_rl.tasks.images import BASE_COMMIT_LABEL, HISTORY_LABEL, default_builder, image_exists, image_label
+from swe_rl.tasks.images import (
+    BASE_COMMIT_LABEL,
+    HISTORY_LABEL,
+    base_image_fix,
+    default_builder,
+    image_exists,
+    image_label,
+)
 from swe_rl.tasks.swebench_env import (
     BUILDER_LABEL,
     ENV_LABEL,
@@ -126,7 +133,9 @@ def base_info(image: str, s: Session) -> BaseInfo:
                                    text=True, check=True).stdout.strip()  # fmt: skip
             s.bases[image] = BaseInfo(image, ident, out[0], out[1])
         except Exception as e:
-            s.bases[image] = f"base image {image}: {type(e).__name__}: {e}"
+            s.bases[image] = (
+                f"base image {image}: {type(e).__name__}: {e} (build it: {base_image_fix(image)})"
+            )
     info = s.bases[image]
     if isinstance(info, str):
         raise ImageInputError(info)
@@ -156,7 +165,9 @@ def ensure_env(plan: EnvPlan, base: BaseInfo, s: Session) -> str:
     return tag
 
 
-def task_row(inst: Instance, s: Session, base: str, env: EnvPlan, env_tag: str, py: str) -> dict[str, Any]:
+def task_row(
+    inst: Instance, s: Session, base: str, env: EnvPlan, env_tag: str, py: str, digest: str
+) -> dict[str, Any]:
     row = inst.row
     parser = inst.spec.get("log_parser") or s.table.parsers.get(row.get("repo", ""), "")
     if not parser:
@@ -166,7 +177,7 @@ def task_row(inst: Instance, s: Session, base: str, env: EnvPlan, env_tag: str, 
     meta = {"upstream_base_commit": row.get("base_commit", ""), "spec_python": inst.spec.get("python", ""),
             "python": py, "python_deviation": env.python.deviation, "base_image": env.python.base_image,
             "env_image": env_tag, "wheels_from": env.wheels_from, "min_cpus": inst.spec.get("nano_cpus", 0) / 1e9,
-            "left_out": [*env.left_out, *inst.notes],
+            "left_out": [*env.left_out, *inst.notes], "inputs_sha256": digest,
             "source": row.get("source", "")}  # fmt: skip
     return {**{k: row[k] for k in keep if k in row}, "base_commit": base, "image": image_tag(inst.instance_id),
             "eval_script": eval_script(row, inst.spec, base), "log_parser": parser, "metadata": meta}  # fmt: skip
@@ -200,7 +211,7 @@ def build_one(inst: Instance, s: Session) -> Built:
             ):  # the CPUs SWE-bench runs it with; our sandboxes raise their quota to it
                 labels[MIN_CPUS_LABEL] = f"{int(inst.spec['nano_cpus']) / 1e9:g}"
             digest = stage_instance(inst, ctx, env_tag, local, labels)
-            row = task_row(inst, s, base, env, env_tag, info.python)
+            row = task_row(inst, s, base, env, env_tag, info.python, digest)
             status = "present"
             if s.force or image_label(tag, INPUTS_LABEL) != digest:
                 with s.progress.building(tag):
