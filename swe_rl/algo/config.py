@@ -33,6 +33,9 @@ class RewardSpecConfig(StrictModel):
     # episodes the grader labels `suspicious` (swe_rl.tasks.reward): "zero" = reward 0, "mask" = left out like an
     # infra failure, "keep" = the graded reward (the label is still logged as integrity/* metrics)
     suspicious: Literal["zero", "mask", "keep"] = "zero"
+    # grade the FAIL_TO_PASS tests first and skip PASS_TO_PASS when one fails (swe_rl.tasks.failfast): the same
+    # verdict, only an unresolved patch's per-test lists are shorter; real-task grading only (data.source=tasks)
+    fail_fast: bool = True
 
 
 class CompactFilterConfig(StrictModel):

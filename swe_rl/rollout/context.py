@@ -98,12 +98,17 @@ def task_sandbox_factory(
     return TaskSandboxFactory(sandbox_cfg, run_id, ttl=ttl)
 
 
-def grading_reward_fn(sandbox_factory: SandboxFactory, timeout_s: float | None = None) -> RewardFn:
-    """Our grader (swe_rl.tasks.grading) with sandboxes from `sandbox_factory`."""
+def grading_reward_fn(
+    sandbox_factory: SandboxFactory, timeout_s: float | None = None, *, fail_fast: bool = False
+) -> RewardFn:
+    """Our grader (swe_rl.tasks.grading) with sandboxes from `sandbox_factory`; `fail_fast` (training only:
+    evaluation reports keep every test's result) stops at a failing FAIL_TO_PASS test (swe_rl.tasks.failfast)."""
     from swe_rl.tasks.grading import EVAL_TIMEOUT, grade
 
     async def reward(task: Task, patch: str) -> Any:
-        return await grade(task, patch, sandbox_factory, timeout=timeout_s or EVAL_TIMEOUT)
+        return await grade(
+            task, patch, sandbox_factory, timeout=timeout_s or EVAL_TIMEOUT, fail_fast=fail_fast
+        )
 
     return reward
 

@@ -170,6 +170,10 @@ def grade_command(
         f"errors {summary['error_instances']} (infra {summary['infra_failure_instances']})  "
         f"suspicious {summary['suspicious_instances']}  -> {out / 'summary.json'}"
     )
+    cost = summary["grading_cost"]
+    if cost["gradings"]:  # where the time went (swe_rl.tasks.cost), mean seconds per grading
+        phases = "  ".join(f"{k} {v:.1f}" for k, v in cost["mean_s"].items() if k != "total" and v)
+        typer.echo(f"cost: {cost['gradings']} gradings, {cost['mean_s']['total']:.1f} s each: {phases}")
 
 
 def _prepare(task_list: list, preds: dict, out: Path, source: str) -> int:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from swe_rl.tasks.cost import summary as cost_summary
 from swe_rl.tasks.grading import SandboxFactory, grade
 from swe_rl.tasks.reward import RewardResult
 from swe_rl.tasks.task import Task
@@ -86,6 +87,7 @@ def summarize(tasks: list[Task], preds: dict[str, dict], out: Path) -> dict[str,
         )
     }
     reasons: dict[str, str] = {}
+    costs: list[dict[str, Any] | None] = []  # tests["cost"] of every graded instance (swe_rl.tasks.cost)
     for iid in sorted(ids):
         pred = preds.get(iid)
         if pred is None:
@@ -98,6 +100,7 @@ def summarize(tasks: list[Task], preds: dict[str, dict], out: Path) -> dict[str,
         if report.is_file():
             sets["completed"].add(iid)
             rep = json.loads(report.read_text())[iid]
+            costs.append(rep.get("cost"))
             sets["resolved" if rep.get("resolved") else "unresolved"].add(iid)
             if (rep.get("integrity") or {}).get("suspicious"):  # labelled, verdict kept (swe_rl.tasks.reward)
                 sets["suspicious"].add(iid)
@@ -105,7 +108,9 @@ def summarize(tasks: list[Task], preds: dict[str, dict], out: Path) -> dict[str,
             sets["error"].add(iid)
             if failure.is_file():
                 sets["infra"].add(iid)
-                reasons[iid] = json.loads(failure.read_text()).get("failure") or "unknown"
+                body = json.loads(failure.read_text())
+                reasons[iid] = body.get("failure") or "unknown"
+                costs.append((body.get("tests") or {}).get("cost"))
     s = {k: sorted(v) for k, v in sets.items()}
     return {
         "total_instances": len(ids),
@@ -129,6 +134,7 @@ def summarize(tasks: list[Task], preds: dict[str, dict], out: Path) -> dict[str,
         "error_ids": s["error"],
         "suspicious_instances": len(s["suspicious"]),  # ours, beyond make_run_report's keys
         "suspicious_ids": s["suspicious"],
+        "grading_cost": cost_summary(costs),  # ours: gradings run, seconds, mean seconds per phase
         "schema_version": 2,
     }
 

@@ -11,6 +11,9 @@ Phases of one grading (`_grade_once`, in one sandbox):
    guards (`_verdict`);
 5. probe run (swe_rl.tasks.probe), only for a result that would be resolved: the same script with an observer and
    only FAIL_TO_PASS selected; labels only, never the verdict.
+With `fail_fast` (training), an F2P-only pre-run (swe_rl.tasks.failfast) comes between 3 and 4: a failing F2P
+test ends the grading unresolved; otherwise the grading starts over in a fresh sandbox without it. Each phase's
+wall clock goes to `tests["cost"]` (swe_rl.tasks.cost).
 
 Infrastructure failures (image missing, sandbox failed to start or died, a grading command that ended without an
 exit status, test timeout, environment-tier log signatures) give reward None with a `failure` label, after one more
@@ -32,6 +35,7 @@ from sandboxes.base import (
     SandboxTimeoutError,
 )
 from swe_rl.tasks import guard
+from swe_rl.tasks.cost import Cost, TimedSandbox, with_cost
 from swe_rl.tasks.eval_run import (
     EVAL_OUTPUT,
     WORKDIR,
@@ -42,6 +46,7 @@ from swe_rl.tasks.eval_run import (
     no_exit_status,
     report_from_log,
 )
+from swe_rl.tasks.failfast import PreRun, pre_run
 from swe_rl.tasks.integrity_log import log_violations
 from swe_rl.tasks.probe import Probe, run_probe
 from swe_rl.tasks.reward import RewardResult, label_suspicious
@@ -141,6 +146,11 @@ async def _apply_patch(sb: Sandbox, patch: str) -> tuple[bool, str]:
 async def restore_harness(sb: Sandbox, task: Task, g: guard.Guard) -> dict[str, Any]:
     """Reset the test-harness files the applied patch touched (read from the tree, swe_rl.tasks.integrity) to
     base + gold; the `integrity` findings so far (restored paths, bytecode, writes inside .git)."""
+    return (await _restore(sb, task, g))[0]
+
+
+async def _restore(sb: Sandbox, task: Task, g: guard.Guard) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """restore_harness, and every path the patch touched (the fail-fast pre-run reads them)."""
     changes, restored, bytecode = await guard.restore_after_patch(sb, task, g)
     out: dict[str, Any] = {
         "harness_restored": restored,
@@ -150,7 +160,7 @@ async def restore_harness(sb: Sandbox, task: Task, g: guard.Guard) -> dict[str, 
     out["violations"] = (
         [f"the patch wrote inside .git: {list(changes.git_dir)[:5]}"] if changes.git_dir else []
     )
-    return out
+    return out, changes.touched
 
 
 def _infra(label: str, log: str = "", tests: dict | None = None) -> RewardResult:
@@ -182,18 +192,27 @@ async def grade(
     attempts: int = 2,
     guards: bool = True,
     detect: bool = True,
+    fail_fast: bool = False,
 ) -> RewardResult:
     """Grade `patch` on `task` in a fresh sandbox. reward 1.0 resolved / 0.0 not / None infrastructure failure.
 
     A transient infrastructure failure (TRANSIENT_FAILURES) is graded again in a fresh sandbox, up to `attempts`
     times in all; the log then starts with what the earlier attempts hit. `guards=False` grades without the tree
     and log guards of swe_rl.tasks.guard, `detect=False` without the trusted check and the tripwire (no
-    `suspicious` label): bench/grading.py measures their cost; never for rewards."""
+    `suspicious` label): bench/grading.py measures their cost; never for rewards. `fail_fast` runs the
+    FAIL_TO_PASS tests first and stops at a failing one (swe_rl.tasks.failfast: only an unresolved patch's
+    per-test lists can differ). `tests["cost"]`: seconds per phase (swe_rl.tasks.cost)."""
     if attempts < 1:
         raise ValueError(f"attempts: expected at least 1, got {attempts}")
     earlier: list[str] = []
+    cost, pre = Cost(), None  # what each phase cost (swe_rl.tasks.cost); the fail-fast pre-run's outcome
     while True:
-        result = await _grade_once(task, patch, sandbox_factory, timeout, guards, detect)
+        result = await _grade_once(task, patch, sandbox_factory, timeout, guards, detect, cost, fail_fast)
+        if isinstance(result, PreRun) and result.outcome == "timeout":  # the full run runs these tests too
+            result = _infra("test_timeout", result.log + f"\n\nTimeout error: {timeout:g} seconds exceeded.")
+        elif isinstance(result, PreRun):  # F2P passed in the pre-run (or it could not tell): the official run
+            pre, fail_fast = result, False
+            continue
         if result.failure not in TRANSIENT_FAILURES or len(earlier) + 1 >= attempts:
             break
         earlier.append(f"[grading attempt {len(earlier) + 1}: {result.failure}]\n{result.log[-2000:]}")
@@ -204,7 +223,7 @@ async def grade(
         why = f"the eval script's output was empty in all {len(earlier) + 1} grading attempts"
         tests = {**result.tests, "resolved": False, "integrity": {"violations": [why]}}
         result = dataclasses.replace(result, reward=0.0, resolved=False, tests=tests, failure=None)
-    return result
+    return with_cost(result, cost, pre)
 
 
 async def _grade_once(
@@ -214,30 +233,49 @@ async def _grade_once(
     timeout: float,
     guards: bool = True,
     detect: bool = True,
-) -> RewardResult:
+    cost: Cost | None = None,
+    fail_fast: bool = False,
+) -> RewardResult | PreRun:
     if patch is None:  # swebench: patch_is_None -> not resolved, nothing run
         return RewardResult(0.0, False, {"patch_is_None": True, "resolved": False}, "", None)
     probe: Probe | None = None
+    cost = cost or Cost()
     try:
-        async with sandbox_factory(task) as sb:
-            await prepare_sandbox(sb, task)
-            g = await guard.before_patch(sb, task) if guards else None
-            applied, apply_log = (True, "") if not patch.strip() else await _apply_patch(sb, patch)
+        async with TimedSandbox(sandbox_factory(task), cost) as sb:
+            with cost.phase("start"):
+                await prepare_sandbox(sb, task)
+            with cost.phase("harness_reset"):
+                g = await guard.before_patch(sb, task) if guards else None
+            with cost.phase("apply"):
+                applied, apply_log = (True, "") if not patch.strip() else await _apply_patch(sb, patch)
             if not applied:
                 tests = {"patch_exists": True, "patch_successfully_applied": False, "resolved": False}
                 return RewardResult(0.0, False, tests, _cap(apply_log), None)
-            integrity = await restore_harness(sb, task, g) if g else {"violations": []}
-            run = await graded_run(sb, task, timeout, g)
-            log = run.log
-            if run.timed_out:
-                return _infra("test_timeout", log + f"\n\nTimeout error: {timeout:g} seconds exceeded.")
-            if not log.strip():
-                return _infra("eval_output_lost", "[the eval script's output came back empty]")
-            integrity["junit"] = run.junit
-            integrity["violations"] += run.violations
-            report = _verdict(task, patch, log, run.record, integrity, guarded=g is not None)
+            with cost.phase("harness_reset"):
+                integrity, touched = await _restore(sb, task, g) if g else ({"violations": []}, None)
+            pre = None
+            if fail_fast:  # swe_rl.tasks.failfast: only a failing F2P test ends the grading here
+                with cost.phase("failfast"):
+                    pre = await pre_run(sb, task, patch, timeout, g, touched)
+            if pre is not None and pre.outcome in ("passed", "undecided", "timeout"):
+                return pre
+            if pre is not None and pre.report is not None:
+                log, report = pre.log, pre.report | {"empty_patch": not patch.strip(), "integrity": integrity}
+            else:
+                with cost.phase("test_run"):
+                    run = await graded_run(sb, task, timeout, g)
+                log = run.log
+                if run.timed_out:
+                    return _infra("test_timeout", log + f"\n\nTimeout error: {timeout:g} seconds exceeded.")
+                if not log.strip():
+                    return _infra("eval_output_lost", "[the eval script's output came back empty]")
+                integrity["junit"] = run.junit
+                integrity["violations"] += run.violations
+                with cost.phase("integrity"):
+                    report = _verdict(task, patch, log, run.record, integrity, guarded=g is not None)
             if detect and report.get("resolved"):
-                probe = await _probe(sb, task, timeout)
+                with cost.phase("probe"):
+                    probe = await _probe(sb, task, timeout)
     except SandboxStartError as e:
         missing = await _image_missing(task)
         return _infra("image_missing" if missing else "sandbox_start_failed", str(e))

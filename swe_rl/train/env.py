@@ -4,8 +4,9 @@
   with a single exec (fresh git repo, one commit), so an episode costs no container start. Tools, patch
   extraction and tests run in the container exactly as for any task.
 - `CachedGrader`: the reward. Applies the patch in a slot, writes the task's test files, runs `eval_script`,
-  parses the log with swebench's pytest parser and checks FAIL_TO_PASS / PASS_TO_PASS. Results are cached by
-  (instance, patch): grading is deterministic and many samples of one task end with the same patch.
+  parses the log with swebench's pytest parser and checks FAIL_TO_PASS / PASS_TO_PASS. Results are shared by
+  (task, image, normalised patch), concurrent duplicates included (swe_rl.tasks.dedup): grading is
+  deterministic and many samples of one task end with the same patch.
 - `PipelineRollouter`: the trainer's Rollouter over swe_rl.rollout's EpisodeContext (rollout_one: the agent's
   run_episode + grading, one exception boundary per episode), with the policy shared with the learner.
 """
@@ -17,11 +18,12 @@ import base64
 import secrets
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.tasks import guard
+from swe_rl.tasks.dedup import DedupGrader
 from swe_rl.tasks.integrity import log_violations
 from swe_rl.tasks.reward import RewardResult, label_suspicious
 from swe_rl.tasks.task import Task
@@ -175,32 +177,48 @@ def _report(task: Task, log: str) -> tuple[bool, dict[str, Any]]:
 
 @dataclass
 class CachedGrader:
-    """RewardFn for generated tasks: real tests in a slot, results cached by (instance, patch)."""
+    """RewardFn for generated tasks: real tests in a slot; identical patches (normalised) graded once, also
+    when they arrive together (swe_rl.tasks.dedup; the generated tasks' tests are deterministic, so the cache
+    lives across steps)."""
 
     slots: SandboxSlots
-    cache: dict[tuple[str, str], RewardResult] = field(default_factory=dict)
-    hits: int = 0
-    misses: int = 0
     exec_s: float = 0.0  # seconds inside test runs (excluding the wait for a free slot)
+    dedup: DedupGrader = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.dedup = DedupGrader(self._grade, max_entries=100_000)
+
+    @property
+    def hits(self) -> int:  # gradings an identical patch made unnecessary
+        return self.dedup.saved
+
+    @property
+    def misses(self) -> int:  # gradings run
+        return self.dedup.graded
 
     async def __call__(self, task: Task, patch: str) -> RewardResult:
-        key = (task.instance_id, patch)
-        if key in self.cache:
-            self.hits += 1
-            return self.cache[key]
-        self.misses += 1
+        return cast(RewardResult, await self.dedup(task, patch))
+
+    async def _grade(self, task: Task, patch: str) -> RewardResult:
         repo = self.slots.repo_dir
         # the test files end by printing a fresh token: a run cut short (a patch that prints PASSED lines and
         # exits at import) does not print it
         done = f"swe-rl-tests-done-{secrets.token_hex(8)}"
         script = [_write_cmd(f"{repo}/{p}", t.rstrip("\n") + f"\nprint({done!r})\n")
                   for p, t in task.metadata.get("test_files", {}).items()]  # fmt: skip
+        t_start = asyncio.get_running_loop().time()
         async with self.slots.lease(task) as box:
             t0 = asyncio.get_running_loop().time()
             res = await self._run(box, task, patch, script)
-        self.exec_s += asyncio.get_running_loop().time() - t0
+        t1 = asyncio.get_running_loop().time()
+        self.exec_s += t1 - t0
+        cost = {
+            "start": round(t0 - t_start, 3),
+            "test_run": round(t1 - t0, 3),
+            "total": round(t1 - t_start, 3),
+        }
         if res.timed_out:
-            result = RewardResult(reward=0.0, resolved=False, log=res.output[-2000:], failure=None)
+            result = RewardResult(0.0, False, {"cost": cost}, log=res.output[-2000:], failure=None)
         else:
             ok, tests = _report(task, res.output)
             graded = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]  # only the graded tests' statuses count
@@ -208,11 +226,10 @@ class CachedGrader:
             if task.metadata.get("test_files") and done not in res.output:
                 tests["violations"].append("the test run did not finish")
             ok = ok and not tests["violations"]
+            tests["cost"] = cost
             result = RewardResult(reward=float(ok), resolved=ok, tests=tests, log=res.output[-2000:])
         # the static tripwire's `suspicious` label (no verdict change)
-        result = label_suspicious(result, patch)
-        self.cache[key] = result
-        return result
+        return label_suspicious(result, patch)
 
     async def _run(self, box: Any, task: Task, patch: str, test_files: list[str]) -> Any:
         """Apply the patch under the tree guard, write the task's test files, run its eval script."""

@@ -20,6 +20,7 @@ import torch
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.algo.epo import EntropyHistory, batch_token_mean
 from swe_rl.runs import RunDir
+from swe_rl.tasks.cost import step_metrics as grading_metrics
 from swe_rl.tasks.reward import police_episodes
 from swe_rl.tasks.task import Task
 from swe_rl.train.batch import collate, minibatches, token_logprobs_entropy
@@ -187,6 +188,7 @@ def train(
             trajs, rewards, valid, group_ids, exits, old_ent, adv, loss_mask, pmask, stats, diag
         )
         metrics.update(integrity)
+        metrics.update(grading_metrics((t.metrics.get("grading") or {}).get("tests") for t in trajs))
         metrics.update(
             time_rollout_s=t_rollout,
             # summed over concurrent episodes (includes waiting for a free sandbox slot)

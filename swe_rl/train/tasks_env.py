@@ -22,22 +22,27 @@ class TaskRollouter:
     """Trainer Rollouter (rollout / arollout / with_temperature / stats) over rollout_one with real task images."""
 
     def __init__(self, policy: Any, tokenizer: Any, agent_cfg: AgentConfig, sandbox_cfg: dict[str, Any],
-                 model: Any = None, *, grade_timeout_s: float = 1800.0, run_id: str = "swe-rl-train"):  # fmt: skip
+                 model: Any = None, *, grade_timeout_s: float = 1800.0, run_id: str = "swe-rl-train",
+                 fail_fast: bool = True):  # fmt: skip
         from swe_rl.rollout.context import TaskSandboxFactory, episode_ttl, grading_reward_fn
         from swe_rl.rollout.policies import SharedPolicy
+        from swe_rl.tasks.dedup import DedupGrader
 
         self.provider = SharedPolicy(policy, tokenizer, model)
         self.agent_cfg = agent_cfg
         ttl = episode_ttl(agent_cfg, grade_timeout_s)
         self.factory = TaskSandboxFactory(sandbox_cfg, run_id, ttl=ttl, expect_grading=True)
-        self.reward_fn = grading_reward_fn(self.factory.grading(), grade_timeout_s)
+        # identical patches of a step graded once (swe_rl.tasks.dedup); a new scope per rollout call
+        self.grader = DedupGrader(
+            grading_reward_fn(self.factory.grading(), grade_timeout_s, fail_fast=fail_fast)
+        )
         self.loop = asyncio.new_event_loop()  # sandbox shells and the policy's batcher live on one loop
         self.episodes = 0
 
     def stats(self) -> dict[str, float]:
         pol = getattr(self.provider.policy, "stats", {})
         return {"episodes": float(self.episodes), "generate_s": float(pol.get("gen_s", 0.0)),
-                "generated_tokens": float(pol.get("tokens", 0))}  # fmt: skip
+                "generated_tokens": float(pol.get("tokens", 0)), **self.grader.stats()}  # fmt: skip
 
     def with_temperature(self, temperature: float) -> TaskRollouter:
         other = copy.copy(self)
@@ -55,11 +60,12 @@ class TaskRollouter:
         from swe_rl.rollout.episode import EpisodeContext
 
         ctxs = [
-            EpisodeContext(policy=self.provider, sandbox_factory=self.factory, reward_fn=self.reward_fn,
+            EpisodeContext(policy=self.provider, sandbox_factory=self.factory, reward_fn=self.grader,
                            agent_cfg=self.agent_cfg.model_copy(update={"seed": seed + 7919 * i}))
             for i in range(n)
         ]  # fmt: skip
         self.episodes += len(tasks) * n
+        self.grader.new_scope()
         return list(await asyncio.gather(*(ctxs[i].run(t, i) for t in tasks for i in range(n))))
 
     def close(self) -> None:
@@ -104,7 +110,7 @@ def tasks_env(cfg: Any, model: Any, tok: Any, progress: Any = None) -> Any:
     agent_cfg = demo_agent_config(prompts_dir(), max_new_tokens=r.max_new_tokens, max_steps=r.max_turns,
                                   temperature=r.temperature)  # fmt: skip
     policy = HFLocalPolicy(model, tok, max_batch=r.max_batch)
-    roll = TaskRollouter(policy, tok, agent_cfg, cfg.sandbox, model)
+    roll = TaskRollouter(policy, tok, agent_cfg, cfg.sandbox, model, fail_fast=cfg.algo.reward.fail_fast)
     evaluator = None
     if held:
         held_roll = ProgressRollouter(roll, progress, "held-out") if progress is not None else roll

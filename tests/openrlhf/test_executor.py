@@ -181,3 +181,36 @@ def test_reward_spec_for_episodes_that_did_not_submit(tiny_tokenizer, rule, exit
     assert resp["reward"] == reward and resp["scores"] == reward
     assert resp["extra_logs"][MASKED_KEY] == masked and resp["extra_logs"][VALID_KEY] == 1.0
     assert AgentConfig(unsubmitted=rule).unsubmitted == rule
+
+
+@pytest.mark.docker
+async def test_a_groups_identical_patches_are_graded_once(orl_src, orl_micro_task, tiny_tokenizer):
+    """Upstream's RolloutRayActor.generate_responses (run verbatim) sends one prompt's n samples to one executor
+    at once; the scripted gold policy makes them end with the same patch: one grading, n-1 shared, every sample
+    rewarded, and the shared ones say so in their extra logs (per step: the fraction saved)."""
+    import ast
+
+    from swe_rl.policy.scripted import ScriptedGoldPolicy
+
+    fn = orl_src.find_def("trainer/ray/vllm_engine.py", "RolloutRayActor", "generate_responses")
+    ns: dict = {"asyncio": asyncio}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), "vllm_engine.py", "exec"), ns)
+    gold = ScriptedGoldPolicy(orl_micro_task, tiny_tokenizer)
+
+    class PerEpisodeGold:  # the scripted replies by turn, read from the prompt: concurrent episodes interleave
+        async def generate(self, prompt_ids, sampling):
+            gold.calls = tiny_tokenizer.decode(prompt_ids).count("<|im_start|>assistant") - 1
+            return await gold.generate(prompt_ids, sampling)
+
+    ex = AgentExecutor(AgentConfig(max_steps=20))
+    engine = FakeVLLMEngine(PerEpisodeGold())
+    actor = SimpleNamespace(executor=ex, generate=engine.generate)  # upstream passes the actor as llm_engine
+    row = task_to_row(orl_micro_task)
+    params = FakeVLLMSamplingParams(logprobs=None)
+    resps = await ns["generate_responses"](
+        actor, row["prompt"], row["label"], params, 20000, tiny_tokenizer, 3
+    )
+    assert [r["reward"] for r in resps] == [1.0, 1.0, 1.0], [r["extra_logs"] for r in resps]
+    shared = [r["extra_logs"]["swe_rl_grading_shared"] for r in resps]
+    assert sorted(shared) == [0.0, 1.0, 1.0] and ex.reward_fn.graded == 1 and ex.reward_fn.saved == 2
+    assert sum(r["extra_logs"]["swe_rl_grading_s"] > 0 for r in resps) == 1

@@ -45,7 +45,9 @@ def test_expert_episodes_resolve_and_reencode(tiny_tokenizer):
         ids, mask = encode_transcript(transcript(t), tiny_tokenizer, cfg)
         assert ids == t.token_ids and mask == t.loss_mask  # SFT data = what the agent loop builds
     assert empty_fix.reward == 0.0 and bad.reward == 0.0
-    assert good.reward == 1.0 and good2 is good and grader.hits >= 1
+    assert (
+        good.reward == 1.0 and good2.reward == 1.0 and good2.tests["cost"]["dedup_hit"] and grader.hits >= 1
+    )
 
 
 @pytest.mark.docker

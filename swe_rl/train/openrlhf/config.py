@@ -139,6 +139,9 @@ class AgentConfig(StrictModel):
     # episodes the grader labels `suspicious` (swe_rl.tasks.reward): "zero" = reward 0, "mask" = reward 0 with zero
     # advantage (swe_rl_masked), "keep" = the graded reward; logged as swe_rl_suspicious either way
     suspicious: Literal["zero", "mask", "keep"] = "zero"
+    # grade the FAIL_TO_PASS tests first and skip PASS_TO_PASS when one fails (swe_rl.tasks.failfast): the same
+    # verdict, only an unresolved patch's per-test lists are shorter
+    fail_fast: bool = True
     loop: dict[str, Any] = {}  # more swe_rl.agent AgentConfig fields (action_format, max_new_tokens, ...)
 
     @model_validator(mode="after")

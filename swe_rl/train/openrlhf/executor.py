@@ -31,6 +31,7 @@ from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 from swe_rl.agent.trajectory import Trajectory, action_token_mask, mask_runs
 from swe_rl.policy.base import Completion, SamplingParams
+from swe_rl.tasks.dedup import DedupGrader
 from swe_rl.tasks.reward import episode_flags
 from swe_rl.train.openrlhf.aem_seam import ACTION_RANGES_KEY, FILTER_KEY, MASKED_KEY, VALID_KEY
 from swe_rl.train.openrlhf.config import AgentConfig
@@ -38,6 +39,7 @@ from swe_rl.train.openrlhf.data import task_from_label
 
 AGENT_ENV = "SWE_RL_AGENT_CONFIG"  # set by launch.py in every Ray worker
 COMPACT_FILTERED = {"max_steps", "context_limit", "timeout"}  # DeepSWE compact filtering reasons
+DEDUP_ENTRIES = 256  # graded results kept per executor for identical patches (swe_rl.tasks.dedup)
 
 
 class EnginePolicy:
@@ -112,6 +114,7 @@ def _extra_logs(traj: Trajectory | None, error: bool, masked: bool = False) -> d
     t = traj or Trajectory(task_id="")
     valid = (not error) and t.reward is not None
     flags = episode_flags(t.metrics) or (False, False)  # the grader's labels (swe_rl.tasks.reward)
+    cost = ((t.metrics.get("grading") or {}).get("tests") or {}).get("cost") or {}  # swe_rl.tasks.cost
     return {
         "swe_rl_suspicious": float(flags[0]),  # per step: the fraction of suspicious episodes
         "swe_rl_harness_touched": float(flags[1]),
@@ -123,6 +126,9 @@ def _extra_logs(traj: Trajectory | None, error: bool, masked: bool = False) -> d
         "swe_rl_turns": float(t.metrics.get("steps", 0)),
         "swe_rl_policy_tokens": float(sum(t.loss_mask)),  # true response length (upstream #1243)
         "swe_rl_episode_s": float(t.metrics.get("rollout_s", 0.0)),
+        # per step: the fraction of gradings an identical patch made unnecessary, and seconds per grading run
+        "swe_rl_grading_shared": float(bool(cost.get("dedup_hit"))),
+        "swe_rl_grading_s": 0.0 if cost.get("dedup_hit") else float(cost.get("total", 0.0)),
     }
 
 
@@ -177,8 +183,12 @@ class AgentExecutor(MultiTurnAgentExecutor):
         self.run_id = f"openrlhf-{uuid.uuid4().hex[:8]}"
         self.sandbox_factory = sandbox_factory or task_sandbox_factory(self.cfg.sandbox, run_id=self.run_id)
         if reward_fn == "grade":
-            reward_fn = grading_reward_fn(self.sandbox_factory) if self.cfg.grade else None
-        self.reward_fn = reward_fn
+            grade = grading_reward_fn(self.sandbox_factory, fail_fast=self.cfg.fail_fast)
+            reward_fn = grade if self.cfg.grade else None
+        # a group's n samples all run in this executor (upstream sends one prompt's samples to one engine):
+        # identical patches among them are graded once (swe_rl.tasks.dedup); the engine sees no step boundary,
+        # so the scope is the last DEDUP_ENTRIES distinct patches
+        self.reward_fn = DedupGrader(reward_fn, max_entries=DEDUP_ENTRIES) if reward_fn is not None else None
         self._sem: asyncio.Semaphore | None = None  # created inside vLLM's running loop on first use
         self._sample_ids = itertools.count()
 

@@ -1,0 +1,326 @@
+"""Fail fast for the reward: the FAIL_TO_PASS tests first, the full official run only when they all pass.
+
+For a binary reward one failing FAIL_TO_PASS (F2P) test decides the result, and most RL patches fail. With
+`fail_fast`, grading first runs an F2P-only pre-run: the official eval script with its test command narrowed to
+the F2P tests (`select_command`, per runner). The rule:
+
+- The pre-run can only return *unresolved*, and only when a selected F2P test is reported FAILED or ERROR in a
+  log swebench accepts (markers, exit code) with no log-guard violation; the report then carries the pre-run's
+  F2P lists, empty PASS_TO_PASS lists and `tests["fail_fast"]` saying so. Anything else (every F2P test passed,
+  a test missing or skipped, an empty or rejected log) sends the patch to the full official run in a fresh
+  sandbox, exactly as without fail-fast. So fail-fast changes only the per-test lists reported for an unresolved
+  patch, never a verdict, given one assumption: an F2P test that fails alone also fails among the other tests
+  of its run (order-dependent tests break it; SWE-bench's F2P tests are chosen to be deterministic).
+- A pre-run that times out is `test_timeout` (the full run runs the same tests and more).
+- The selection is a superset of the F2P tests, never a subset: pytest node ids without their parameters (swebench
+  truncates long ids), django labels `module.Class.method`, sympy's `-k` keywords (substring matches). A runner or
+  a name we cannot select (django docstring names, other parsers, tox without `--`) gets no pre-run.
+- The repository's editable install (`pip install -e .`, the eval script's most expensive line on small suites)
+  is skipped in the pre-run only when it cannot change what the tests import: every path the patch touched
+  (read from the tree by the tree guard) is a source or data file inside a package (not at the root), no
+  packaging file at the root names it, and, checked inside the sandbox before the tests, each such package
+  already imports from /testbed (the image's editable install is in place); otherwise the line runs.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from swe_rl.tasks.integrity_log import test_section
+from swe_rl.tasks.task import Task
+
+_DJANGO_NAME = re.compile(r"^(?P<meth>\w+) \((?P<dotted>[\w.]+)\)$")
+_SYMPY_NAME = re.compile(r"^test_\w+$")
+_DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)+$")
+_EXIT = "SWEBENCH_TEST_EXIT_CODE=$?"
+# swebench's parsers of pytest output (the runner of every Python repository but django's and sympy's)
+PYTEST_PARSERS = frozenset({
+    "parse_log_pytest", "parse_log_pytest_options", "parse_log_pytest_v2", "parse_log_flask", "parse_log_sphinx",
+    "parse_log_pylint", "parse_log_astropy", "parse_log_matplotlib", "parse_log_seaborn", "parse_log_xarray",
+    "parse_log_requests", "parse_log_scikit", "parse_log_sqlfluff", "parse_log_pydicom", "parse_log_pvlib",
+    "parse_log_pyvista", "parse_log_marshmallow", "parse_log_astroid",
+})  # fmt: skip
+# sympy's bin/test takes several -k keywords (argparse, nargs='*') from 1.5 on; older ones took one
+_SYMPY_MULTI_KW = (1, 5)
+
+
+def command_line(script: str) -> str | None:
+    """The eval script's test command (the one line between the output markers), or None when there is not
+    exactly one."""
+    lines = [ln for ln in test_section(script).split("\n") if ln.strip() not in ("", "'", ": '", _EXIT)]
+    return lines[0] if len(lines) == 1 else None
+
+
+def _trailing(command: str, is_directive) -> tuple[str, list[str]] | None:
+    """(the command without its trailing directive tokens, those tokens); None when it ends with none."""
+    words = command.rstrip().split(" ")
+    tail: list[str] = []
+    while words and words[-1] and is_directive(words[-1]):
+        tail.insert(0, words.pop())
+    return (" ".join(words), tail) if tail and words else None
+
+
+def _path_like(word: str, files: set[str]) -> bool:
+    return "/" in word or word.endswith(".py") or any(f.startswith(word + "/") for f in files)
+
+
+def _pytest(command: str, f2p: list[str]) -> str | None:
+    if not all("::" in t for t in f2p):
+        return None
+    files = {t.split("::", 1)[0] for t in f2p}
+    found = _trailing(command, lambda w: not w.startswith("-") and _path_like(w, files))
+    if found is None:
+        return None
+    head, dirs = found
+    if not all(any(f == d or f.startswith(d.rstrip("/") + "/") for d in dirs) for f in files):
+        return None  # an F2P test outside the command's paths: the run is not what we think it is
+    ids = dict.fromkeys(t.split("[", 1)[0] for t in f2p)  # without parameters: a superset, never a subset
+    return head + " " + " ".join(shlex.quote(i) for i in ids)
+
+
+def django_label(name: str) -> str | None:
+    """`test_x (module.Class)` / `test_x (module.Class.test_x)` -> `module.Class.test_x`; None for other names
+    (a docstring's first line)."""
+    m = _DJANGO_NAME.match(name)
+    if m is None:
+        return None
+    meth, dotted = m["meth"], m["dotted"]
+    return dotted if dotted.endswith("." + meth) else f"{dotted}.{meth}"
+
+
+def _django(command: str, f2p: list[str]) -> str | None:
+    labels = [django_label(t) for t in f2p]
+    if None in labels:
+        return None
+    found = _trailing(command, lambda w: bool(_DOTTED.match(w)))
+    if found is None:
+        return None
+    head, mods = found
+    if not all(any(lb.startswith(m + ".") for m in mods) for lb in labels if lb):
+        return None
+    return head + " " + " ".join(dict.fromkeys(lb for lb in labels if lb))
+
+
+def _version(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(".")[:2])
+    except ValueError:
+        return ()
+
+
+def _sympy(command: str, f2p: list[str], version: str) -> str | None:
+    if not all(_SYMPY_NAME.match(t) for t in f2p) or "bin/test" not in command:
+        return None
+    if len(f2p) > 1 and _version(version) < _SYMPY_MULTI_KW:
+        return None
+    if _trailing(command, lambda w: w.endswith(".py")) is None:
+        return None
+    return command.rstrip() + " -k " + " ".join(dict.fromkeys(f2p))
+
+
+def select_command(task: Task, command: str) -> str | None:
+    """The test command narrowed to the task's FAIL_TO_PASS tests (a superset of them), or None when its
+    runner cannot select them (then there is no pre-run)."""
+    f2p = list(task.FAIL_TO_PASS)
+    if not f2p:
+        return None
+    if task.log_parser == "parse_log_django" and "runtests.py" in command:
+        return _django(command, f2p)
+    if task.log_parser == "parse_log_sympy":
+        return _sympy(command, f2p, task.version or "")
+    if task.log_parser not in PYTEST_PARSERS:
+        return None
+    if re.search(r"\bpytest\b", command) and "tox" not in command:
+        return _pytest(command, f2p)
+    if re.search(r"\btox\b", command) and " -- " in command:
+        return _pytest(command, f2p)  # tox hands the arguments after `--` to the suite's pytest
+    return None
+
+
+# The repository's editable install, as swebench's specs write it (other install lines always run).
+_EDITABLE = re.compile(
+    r"^\s*(?:python[\d.]* -m )?pip[\d.]* install(?: -(?!e\b)-?[\w-]+)* (?:-e|--editable) \.(?:\[[\w,-]+\])?"
+    r"(?: -(?!e\b)-?[\w-]+)*\s*$"
+)
+_OTHER_INSTALL = re.compile(r"\b(pip[\d.]* install|setup\.py|conda install|poetry install|build_ext)\b")
+_SHOW = re.compile(r"^\s*git (?:status|show|-c core\.fileMode=false diff [0-9a-f]+)\s*$")
+# files an editable install of the repository never reads (pure source and data inside a package)
+_NEUTRAL_EXT = (".py", ".pyi", ".txt", ".rst", ".md", ".html", ".json", ".yaml", ".yml", ".csv")
+PACKAGING = ("setup.py", "setup.cfg", "pyproject.toml", "MANIFEST.in")
+NON_PACKAGES = frozenset({"tests", "test", "testing", "docs", "doc", "examples", "benchmarks", "scripts"})
+# Runs on the image's Python (3.6+) from / with -I: each named top-level package must import from /testbed.
+_IMPORTS_FROM_TESTBED = (
+    "import importlib.util as u, sys\n"
+    "def ok(n):\n"
+    "    s = u.find_spec(n)\n"
+    "    locs = list(s.submodule_search_locations or []) + [s.origin or ''] if s else []\n"
+    "    return any(str(p).startswith('/testbed/') for p in locs)\n"
+    "sys.exit(0 if all(ok(n) for n in sys.argv[1:]) else 1)\n"
+)
+
+
+def install_lines(script: str) -> list[str] | None:
+    """The editable-install lines before the tests; None when some other install step is there (always run)."""
+    before = script.split(": '>>>>> Start Test Output'", 1)[0]
+    found = [ln for ln in before.split("\n") if _EDITABLE.match(ln)]
+    others = [ln for ln in before.split("\n") if _OTHER_INSTALL.search(ln) and not _EDITABLE.match(ln)]
+    return None if others else found
+
+
+def packages_to_check(touched: list[str] | tuple[str, ...], packaging_text: str) -> list[str] | None:
+    """The top-level packages the patch changed, each of which must import from /testbed for the install to be
+    skipped; None when the patch touched something the install reads (see the module docstring)."""
+    tops: dict[str, None] = {}
+    for path in touched:
+        parts = path.split("/")
+        if len(parts) < 2 or not path.endswith(_NEUTRAL_EXT):
+            return None  # the root (setup.py, a new top-level module) or a file a build step reads
+        if parts[0] == "src" and len(parts) < 3:
+            return None
+        top = parts[1] if parts[0] == "src" else parts[0]
+        if _named_by(path, packaging_text):
+            return None
+        if top not in NON_PACKAGES:
+            tops.setdefault(top)
+    return list(tops)
+
+
+def _named_by(path: str, text: str) -> bool:
+    """Whether packaging text names the file: its path, its module (`pkg.mod`, `pkg` for pkg/__init__.py) or
+    its file name (setup.py reading `release.py` through os.path.join)."""
+    rel = path.removeprefix("src/")
+    module = rel.rsplit(".", 1)[0].replace("/", ".").removesuffix(".__init__")
+    base = rel.rsplit("/", 1)[-1]
+    if path in text or base in text:
+        return True
+    return re.search(rf"(?<![\w.]){re.escape(module)}(?![\w])", text) is not None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The pre-run of one grading: its script, and what became of the install (for the report)."""
+
+    script: str
+    install: str  # "kept" | "skipped if the packages import from /testbed: a, b" | "none"
+
+
+def plan(
+    task: Task, official: str, touched: list[str] | tuple[str, ...] | None, packaging_text: str
+) -> Plan | None:
+    """The F2P-only pre-run for `official` (swebench's eval script), or None when the runner cannot select."""
+    command = command_line(official)
+    narrowed = select_command(task, command) if command else None
+    if command is None or narrowed is None:
+        return None
+    head, sep, tail = official.partition(": '>>>>> Start Test Output'")
+    tail = tail.replace("\n" + command + "\n", "\n" + narrowed + "\n", 1)
+    found = install_lines(official)
+    installs = found or []
+    # without the tree guard (bench only) what the patch touched is unknown: the install runs
+    tops = packages_to_check(touched, packaging_text) if found is not None and touched is not None else None
+    kept = "kept" if installs else "none"
+    lines = []
+    for ln in head.split("\n"):
+        if _SHOW.match(ln):  # read-only display lines: they cannot change a test's outcome
+            continue
+        if ln in installs and tops is not None:
+            check = shlex.quote(_IMPORTS_FROM_TESTBED)
+            names = " ".join(shlex.quote(t) for t in tops)
+            ln = f"if (cd / && python -I -c {check} {names}); then : swe-rl fail-fast: install unchanged; else {ln}; fi"
+            kept = "skipped if these import from /testbed: " + (", ".join(tops) or "(no package touched)")
+        lines.append(ln)
+    return Plan("\n".join(lines) + sep + tail, kept)
+
+
+_FAILING = ("FAILED", "ERROR")
+
+
+def _status(name: str, statuses: dict[str, str]) -> str | None:
+    """swebench's lookup: the exact name, or for an id swebench truncated mid-parameter the prefix matches when
+    they agree on failing."""
+    if name in statuses:
+        return statuses[name]
+    if name.count("[") > name.count("]"):
+        hits = {statuses[k] in _FAILING for k in statuses if k.startswith(name)}
+        if hits == {True}:
+            return "FAILED"
+    return None
+
+
+def decisive_failures(task: Task, statuses: dict[str, str]) -> list[str]:
+    """The FAIL_TO_PASS tests the pre-run reports FAILED or ERROR (a missing or skipped one decides nothing)."""
+    return [t for t in task.FAIL_TO_PASS if _status(t, statuses) in _FAILING]
+
+
+@dataclass(frozen=True)
+class PreRun:
+    """What the pre-run came to: `failed` (unresolved: `report` is the result's), `passed` or `undecided` (the
+    full run decides), `timeout`; `skipped` when there was no pre-run (the runner cannot select)."""
+
+    outcome: str
+    failed: tuple[str, ...] = ()
+    report: dict[str, Any] | None = None
+    log: str = ""
+    install: str = ""
+    why: str = ""
+
+
+async def pre_run(
+    sb: Any, task: Task, patch: str, timeout: float, g: Any, touched: tuple[str, ...] | None
+) -> PreRun:
+    """The F2P-only pre-run in the grading sandbox (after the tree guard; `g`: its Guard or None)."""
+    from swe_rl.tasks.eval_run import WORKDIR, official_script, run_script
+
+    files = " ".join(PACKAGING)
+    res = await sb.exec(f'for f in {files}; do [ -f "$f" ] && cat "$f"; done; true', cwd=WORKDIR, timeout=120)
+    p = plan(task, official_script(task), touched, res.output if res.exit_code == 0 else "\0unknown")
+    if p is None:
+        return PreRun("skipped", why="the runner cannot select the FAIL_TO_PASS tests")
+    if g is None:
+        log, timed_out = await run_script(sb, p.script, timeout)
+    else:
+        log, timed_out = await run_script(sb, g.eval_script(p.script, False), timeout, before=g.clear_cmd,
+                                          after=g.collect_cmd)  # fmt: skip
+        if not timed_out and log.strip():
+            log, _, _ = await g.read_back(sb, log)
+    if timed_out:
+        return PreRun("timeout", log=log, install=p.install)
+    return judge(task, patch, log, p.install)
+
+
+def judge(task: Task, patch: str, log: str, install: str) -> PreRun:
+    """The pre-run's outcome from its log (the rule in the module docstring)."""
+    from swe_rl.tasks.eval_run import report_from_log
+    from swe_rl.tasks.integrity_log import log_violations
+
+    statuses, valid = spec_statuses(task, log) if log.strip() else ({}, False)
+    if not valid:
+        return PreRun("undecided", log=log, install=install, why="swebench does not accept the pre-run's log")
+    if log_violations(log, task.log_parser, list(task.FAIL_TO_PASS)):
+        return PreRun("undecided", log=log, install=install, why="the pre-run's log breaks a log guard")
+    failed = decisive_failures(task, statuses)
+    if not failed:
+        return PreRun("passed", log=log, install=install)
+    report = report_from_log(task, patch, log)
+    report["tests_status"]["PASS_TO_PASS"] = {"success": [], "failure": []}
+    report["fail_fast"] = {"failed": failed, "pass_to_pass": "not run: a FAIL_TO_PASS test failed first",
+                           "install": install}  # fmt: skip
+    return PreRun("failed", tuple(failed), report, log, install)
+
+
+def spec_statuses(task: Task, log: str) -> tuple[dict[str, str], bool]:
+    """swebench's get_logs_eval on a log: (test -> status, whether swebench accepts the log at all)."""
+    from swebench.harness.grading import get_logs_eval
+    from swebench.harness.utils import make_test_spec
+
+    from swe_rl.tasks.eval_run import instance_dict
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "test_output.txt"
+        path.write_text(log)
+        return get_logs_eval(make_test_spec(instance_dict(task)), str(path))
