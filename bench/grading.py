@@ -3,7 +3,12 @@
 same local images; and the integrity guards' cost per grading (issue 25): each gold patch graded with no guards,
 with the tree/log guards (swe_rl.tasks.guard) and with those plus the detection layer (trusted check + tripwire),
 interleaved per instance, as ratios to the unguarded grading. Baselines are measured in the same run.
-Usage: python bench/grading.py [--n 8] [--only throughput|guards]
+
+`--only cost` (issue 36, bench/grading_cost.py): the reward's cost on real instances (SWE_RL_REAL_INPUTS, else
+the micro suite): gold, empty and no-op patches graded by ours (full, and fail-fast) and by the official
+run_evaluation, interleaved per instance, one at a time; ratios, per-phase breakdown, the integrity layer's
+share, and the gradings deduplication saved in a demo run.
+Usage: python bench/grading.py [--n 8] [--only throughput|guards|cost] [--rounds 1]
 """
 
 from __future__ import annotations
@@ -79,9 +84,23 @@ def guards_report(tasks, rounds: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=15, help="micro-suite instances to grade per configuration")
-    ap.add_argument("--only", choices=["throughput", "guards"], default=None, help="run one part only")
+    ap.add_argument(
+        "--only", choices=["throughput", "guards", "cost"], default=None, help="run one part only"
+    )
+    ap.add_argument(
+        "--demo-steps", type=int, default=2, help="cost part: demo training steps for deduplication"
+    )
     ap.add_argument("--rounds", type=int, default=1, help="guards part: passes over the instances")
     args = ap.parse_args()
+    if args.only in ("cost", None):
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).parent))
+        from grading_cost import cost_report
+
+        cost_report(args.rounds, args.demo_steps)
+        if args.only == "cost":
+            return
 
     from swe_rl.tasks.grade_run import load_predictions
     from swe_rl.tasks.images import build_task_images
