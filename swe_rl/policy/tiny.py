@@ -1,7 +1,10 @@
 """Tiny offline models: a byte-level BPE tokenizer with a ChatML template and a random Qwen2/Qwen3 model.
 
-Built from a config in about a second with no hub access, for tests and the CPU demo. Digits are split one per
-token (calibration showed it helps copying constants); specials follow Qwen's names so chat code is shared.
+Built from a config in about a second with no hub access, for tests and the CPU demo. The tokenizer splits text
+exactly as Qwen's does (NFC, Qwen's pre-tokenizer regex, byte-level), with its own small vocabulary: every loader
+then encodes a saved folder the same way — transformers 5 builds `Qwen2Tokenizer` for `model_type: qwen2` and
+swaps in that pre-tokenizer, as do vLLM and OpenRLHF through AutoTokenizer. Digits are one per token (Qwen's regex
+splits them; calibration showed it helps copying constants); specials follow Qwen's names so chat code is shared.
 """
 
 from __future__ import annotations
@@ -28,13 +31,20 @@ DEFAULT_CORPUS = [
 
 
 def build_tokenizer(corpus: Iterable[str] | None = None, vocab_size: int = 1024):
-    """Train a byte-level BPE on `corpus` and wrap it as a PreTrainedTokenizerFast with a ChatML template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    """Train a byte-level BPE on `corpus` and wrap it as a PreTrainedTokenizerFast with a ChatML template.
+    Normalizer, pre-tokenizer and decoder are Qwen2Tokenizer's (see the module docstring)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
+    from swe_rl.policy.qwen_bpe import PRETOKENIZE_REGEX
+
     tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
@@ -103,9 +113,9 @@ def build_tiny_model(
 def load_tokenizer(path: str | Path) -> Any:
     """A saved tokenizer exactly as it was trained (tiny checkpoints and hub-style folders with tokenizer.json).
 
-    AutoTokenizer on a folder whose config.json says model_type=qwen2 returns Qwen2Tokenizer, which swaps in
-    Qwen's own pre-tokenizer: our digit-split BPE then encodes differently and the model sees text it was never
-    trained on. The tokenizer-only subfolder `tokenizer/` (no config.json) loads as the saved backend."""
+    For folders made by build_tokenizer this equals AutoTokenizer's result. Older tiny checkpoints used a
+    digit-split GPT-2 pre-tokenizer that Qwen2Tokenizer (what AutoTokenizer builds for model_type=qwen2) replaces;
+    their tokenizer-only subfolder `tokenizer/` (no config.json) loads as the saved backend, so it is read first."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     path = Path(path)
@@ -115,7 +125,7 @@ def load_tokenizer(path: str | Path) -> Any:
 
 
 def save_tokenizer(tok: Any, path: str | Path) -> None:
-    """Save next to the model and in the AutoTokenizer-safe `tokenizer/` subfolder (see load_tokenizer)."""
+    """Save next to the model and in a tokenizer-only `tokenizer/` subfolder (a path some configs name)."""
     path = Path(path)
     tok.save_pretrained(path)
     tok.save_pretrained(path / "tokenizer")

@@ -117,6 +117,37 @@ async def test_gold_episode_is_graded_in_docker(orl_micro_task, orl_process_resp
     assert exp.rewards.tolist() == [1.0] and exp.scores.tolist() == [1.0]
 
 
+@pytest.mark.docker
+async def test_generated_tasks_in_the_built_in_trainers_slots(orl_process_response, tiny_tokenizer):
+    """agent.slots: episodes of generated micro tasks run in k reused sandboxes and are graded there by real
+    tests (the built-in trainer's SandboxSlots / CachedGrader): the expert's fix resolves, the flawed expert's
+    (the off-by-one constant) does not, and 2 slots serve 4 episodes and their gradings."""
+    from swe_rl.policy.scripted import ReplayPolicy
+    from swe_rl.tasks.generator import generate_tasks
+    from swe_rl.train.env import demo_agent_config
+    from swe_rl.train.expert import expert_replies
+    from swe_rl.train.sft import prompts_dir
+
+    ex = AgentExecutor(AgentConfig(max_steps=4, slots=2))
+    slots = ex.sandbox_factory.__self__
+    assert slots.k == 2 and type(ex.reward_fn).__name__ == "CachedGrader"
+    agent = demo_agent_config(prompts_dir())
+    tasks = generate_tasks(2, "train", 0)
+    runs = [(t, flawed) for t in tasks for flawed in (False, True)]
+    resps = await asyncio.gather(*(
+        ex.execute(task_to_row(t)["prompt"], task_to_row(t)["label"], FakeVLLMSamplingParams(logprobs=None),
+                   MAX_LEN, tiny_tokenizer, FakeVLLMEngine(ReplayPolicy(tiny_tokenizer, expert_replies(t, agent, f))))
+        for t, f in runs
+    ))  # fmt: skip
+    try:
+        assert [r["reward"] for r in resps] == [1.0, 0.0, 1.0, 0.0], [r["extra_logs"] for r in resps]
+        assert all(r["extra_logs"][VALID_KEY] == 1.0 for r in resps)
+        assert slots.stats["leases"] == 8 and len(slots._all) == 2  # 4 episodes + 4 gradings in 2 containers
+        orl_process_response(resps[0], MAX_LEN)
+    finally:
+        await slots.aclose()
+
+
 async def test_infrastructure_failure_is_a_zero_advantage_sample(orl_process_response, tiny_tokenizer):
     from swe_rl.tasks.task import Task
 

@@ -158,6 +158,31 @@ def test_actor_side_reads_the_env_name_the_launcher_sets():
     # actors.py imports DeepSpeed / vLLM at module level (not importable here): read its source instead.
     src = (Path(launch.__file__).parent / "actors.py").read_text()
     assert f'AEM_ENV = "{launch.AEM_ENV}"' in src
+    assert "write_metrics_line(global_step, logs_dict, client_states, prompts)" in src
+
+
+def test_metrics_jsonl_path_reaches_the_trainer_and_gets_one_line_per_step(tmp_path, monkeypatch):
+    """logging.metrics_jsonl: the launcher passes it absolute in the job's env; the trainer's line carries the step,
+    upstream's scalars (not its sample text), the consumed prompts and every sample's prompt."""
+    from swe_rl.train.openrlhf.loggers import METRICS_ENV, write_metrics_line
+
+    cfg = load_config(OpenRLHFTrainConfig, files=[R7B], overrides=["logging.metrics_jsonl=run/metrics.jsonl"])
+    monkeypatch.chdir(tmp_path)  # a relative path resolves against the launcher's directory
+    path = launch.build_env_vars(cfg)[METRICS_ENV]
+    assert path == str(tmp_path / "run" / "metrics.jsonl")
+    (tmp_path / "run").mkdir()
+    monkeypatch.setenv(METRICS_ENV, path)
+    status = {"reward": 0.5, "policy_loss": -0.1, "generated_samples": ["text", 1.0], "flag": True}
+    states = {"episode": 0, "global_step": 3, "total_consumed_prompts": 24}
+    write_metrics_line(3, status, states, ["t1"] * 2 + ["t2"] * 2)
+    write_metrics_line(4, status, {**states, "total_consumed_prompts": 32}, None)
+    rows = [json.loads(x) for x in Path(path).read_text().splitlines()]
+    assert [r["step"] for r in rows] == [3, 4] and rows[1]["total_consumed_prompts"] == 32
+    assert rows[0]["prompts"] == ["t1", "t1", "t2", "t2"] and "prompts" not in rows[1]
+    assert rows[0]["reward"] == 0.5 and "generated_samples" not in rows[0] and "flag" not in rows[0]
+    monkeypatch.delenv(METRICS_ENV)
+    write_metrics_line(5, status, states, None)  # no path: nothing written
+    assert len(Path(path).read_text().splitlines()) == 2
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,8 @@ decorated, and that copy is what Ray exports to the workers; patching the class 
 - `SweRlSamplesGenerator`: the dynamic filter sees each group's valid mean score (valid_groups.py), and each
   sample carries its turns' action tokens for AEM's action span (aem_seam.attach_action_part);
 - `SweRlPPOTrainer` (sync), `SweRlTrainingActor` and `SweRlGenerateSamplesActor` (PPOTrainerAsync's two halves):
-  upstream's trainers with our maker / samples generator.
+  upstream's trainers with our maker / samples generator, and one metrics.jsonl line per step
+  (`write_metrics_line`: upstream's logged scalars, the step counter, consumed prompts and the step's tasks).
 Importing this module imports OpenRLHF's trainer stack (DeepSpeed, vLLM): only the driver (launch.py) and the
 processes that run these classes do. No worker setup hook, no environment flag for tensor transport.
 """
@@ -33,6 +34,7 @@ from torch import Tensor
 from swe_rl.train.openrlhf.aem_seam import advantages_with_seam, attach_action_part
 from swe_rl.train.openrlhf.config import AemConfig
 from swe_rl.train.openrlhf.entropy_forward import ExactForward, exact_forward
+from swe_rl.train.openrlhf.loggers import write_metrics_line
 from swe_rl.train.openrlhf.valid_groups import impute_invalid_scores
 
 AEM_ENV = "SWE_RL_AEM_CONFIG"  # JSON of AemConfig, set by launch.py in the job's runtime env
@@ -96,6 +98,7 @@ class SweRlExperienceMaker(RemoteExperienceMaker):
         super().__init__(*args, **kwargs)
         self.aem = aem or aem_config()
         self.entropy: list[Tensor] | None = None  # (B, A) per experience, from the latest make_experience
+        self.step_prompts: list[str] = []  # the prompts (task ids) of the latest batch
 
     def _flatten_results(self, refs, duplicate_factor):
         out = super()._flatten_results(refs, duplicate_factor)
@@ -106,6 +109,8 @@ class SweRlExperienceMaker(RemoteExperienceMaker):
 
     def compute_advantages_and_returns(self, experiences):
         entropy, self.entropy = self.entropy, None
+        # this step's prompts (task ids), for the trainer's metrics.jsonl line
+        self.step_prompts = [p for e in experiences for p in (e.prompts or [])]
         return advantages_with_seam(
             super().compute_advantages_and_returns, experiences, self.strategy.args, self.aem, entropy
         )
@@ -163,8 +168,16 @@ def _with_our_parts(remote_cls: Any, name: str) -> Any:
         base.__init__(self, *args, **kwargs)
         use_swe_rl_parts(self)
 
-    cls = type(name, (base,), {"__init__": __init__, "__module__": __name__, "__qualname__": name})
-    return ray.remote(cls)  # upstream: a bare @ray.remote on each
+    def save_logs_and_checkpoints(self, global_step, logs_dict=None, client_states=None):
+        # our line first: a checkpoint of step k then always has its metrics line (a resumed run may repeat one)
+        prompts = getattr(getattr(self, "experience_maker", None), "step_prompts", None)
+        write_metrics_line(global_step, logs_dict, client_states, prompts)
+        return base.save_logs_and_checkpoints(self, global_step, logs_dict, client_states)
+
+    body: dict[str, Any] = {"__init__": __init__, "__module__": __name__, "__qualname__": name}
+    if hasattr(base, "save_logs_and_checkpoints"):  # the trainers (BasePPOTrainer), not the samples actor
+        body["save_logs_and_checkpoints"] = save_logs_and_checkpoints
+    return ray.remote(type(name, (base,), body))  # upstream: a bare @ray.remote on each
 
 
 SweRlPPOTrainer = _with_our_parts(_sync.PPOTrainer, "SweRlPPOTrainer")

@@ -6,7 +6,8 @@ OpenRLHF has no hook for custom advantages; our experience maker (actors.py) ove
   upstream: length penalties, group baseline (group_norm / rloo / dr_grpo ...), token advantages (B, A), with
           group statistics over valid members only (valid_groups.py);
   after:  per-span α from swe_rl.algo.aem over the whole rollout batch (groups span micro-batches), invalid and
-          compact-filtered samples get advantage 0, α diagnostics land in `experience.info` (→ wandb).
+          compact-filtered samples get advantage 0 and an all-zero action mask (out of the loss and its token
+          divisor, as in the built-in trainer), α diagnostics land in `experience.info` (→ wandb).
 Spans are the runs of 1 in `action_mask` (one agent turn each). Entropy: the exact (B, A) per-token entropy our
 policy forward returns beside the log-probs (passed in explicitly, one tensor per experience), or the
 sampled-token surprisal −log π(a) as a cheaper fallback. With `entropy_span=action`, H̄ is the mean over each
@@ -193,6 +194,12 @@ def _write_back(experiences, widths, adv, keep, alpha, idx, diag) -> None:
     for exp, w in zip(experiences, widths, strict=True):
         b = exp.action_mask.shape[0]
         exp.advantages = adv[start : start + b, :w].to(exp.advantages.dtype)
+        # no gradient and no place in the loss divisor (upstream's token count is the action mask's), as in the
+        # built-in trainer: an infra failure or a filtered episode neither trains nor dilutes the others' tokens
+        rows = keep[start : start + b, None].to(exp.action_mask.device)
+        exp.action_mask = (
+            exp.action_mask & rows if exp.action_mask.dtype == torch.bool else exp.action_mask * rows
+        )
         for k, v in per.items():
             exp.info[k] = v[start : start + b]
         start += b

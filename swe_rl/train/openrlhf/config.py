@@ -133,6 +133,10 @@ class AgentConfig(StrictModel):
         "backend": "docker"
     }  # sandboxes config (backend union); images come from tasks
     grade: bool = True  # grade each patch in a fresh sandbox (reward); False: reward 0, valid 0 (debugging)
+    # > 0: generated micro tasks only (the CPU rehearsals): k sandboxes per engine reused between episodes, reset by
+    # one exec and graded in place, cached by patch (the built-in trainer's SandboxSlots / CachedGrader); 0 = a
+    # sandbox per episode at the task's image and grading in a fresh one (any task)
+    slots: int = Field(default=0, ge=0)
     # episodes that did not submit (format errors, truncations): "zero" = reward 0, trained on; "mask" = reward 0
     # in the group baseline, zero advantage; "grade" = the patch graded as is (legacy). As swe_rl.algo's reward spec.
     unsubmitted: Literal["zero", "mask", "grade"] = "zero"
@@ -192,6 +196,9 @@ class LoggingConfig(StrictModel):
     wandb_run_name: str | None = None  # defaults to the run name (also the TensorBoard subdirectory)
     tensorboard_dir: str | None = None  # OpenRLHF's TensorBoard directory (events under <dir>/<run name>)
     logging_steps: int = Field(default=1, ge=1)  # log every n steps
+    # our own per-step JSON lines (upstream's logged scalars, step, consumed prompts, the step's task ids), written
+    # by the trainer actor on a path every node sees; null = none
+    metrics_jsonl: str | None = None
 
 
 class AsyncTrainConfig(StrictModel):

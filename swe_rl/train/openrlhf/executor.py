@@ -181,6 +181,13 @@ class AgentExecutor(MultiTurnAgentExecutor):
 
         self.cfg = cfg or agent_config_from_env()
         self.run_id = f"openrlhf-{uuid.uuid4().hex[:8]}"
+        # generated micro tasks (agent.slots): the built-in trainer's reused sandboxes and cached grader
+        if sandbox_factory is None and self.cfg.slots:
+            from swe_rl.train.env import CachedGrader, SandboxSlots
+
+            slots = SandboxSlots(self.cfg.slots, {"image": "swe-rl/base:bookworm", **self.cfg.sandbox})
+            sandbox_factory = slots.lease
+            reward_fn = CachedGrader(slots) if reward_fn == "grade" and self.cfg.grade else reward_fn
         self.sandbox_factory = sandbox_factory or task_sandbox_factory(self.cfg.sandbox, run_id=self.run_id)
         if reward_fn == "grade":
             grade = grading_reward_fn(self.sandbox_factory, fail_fast=self.cfg.fail_fast)

@@ -21,7 +21,7 @@ import yaml
 
 from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
 from swe_rl.train.openrlhf.flags import ENTRY_MODULE, to_argv
-from swe_rl.train.openrlhf.loggers import KEY_PLACEHOLDER, logger_summary, secret_argv
+from swe_rl.train.openrlhf.loggers import KEY_PLACEHOLDER, METRICS_ENV, logger_summary, secret_argv
 
 AGENT_ENV = "SWE_RL_AGENT_CONFIG"
 AEM_ENV = "SWE_RL_AEM_CONFIG"  # read by actors.aem_config in the policy and trainer actors
@@ -34,13 +34,16 @@ def agent_func_path() -> str:
 
 def build_env_vars(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = None) -> dict[str, str]:
     env = os.environ if environ is None else environ
-    return {  # upstream's three defaults (train_ppo_ray.train), then our sections for the actors and the executor
+    out = {  # upstream's three defaults (train_ppo_ray.train), then our sections for the actors and the executor
         "TOKENIZERS_PARALLELISM": env.get("TOKENIZERS_PARALLELISM", "true"),
         "NCCL_DEBUG": env.get("NCCL_DEBUG", "WARN"),
         "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": env.get("RAY_ENABLE_ZERO_COPY_TORCH_TENSORS", "1"),
         AEM_ENV: cfg.aem.model_dump_json(),
         AGENT_ENV: cfg.agent.model_dump_json(),
     }
+    if cfg.logging.metrics_jsonl:  # absolute: Ray workers need not start in this directory
+        out[METRICS_ENV] = str(Path(cfg.logging.metrics_jsonl).resolve())
+    return out
 
 
 def build_runtime_env(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = None) -> dict[str, Any]:
@@ -132,6 +135,8 @@ def run_openrlhf(
             "CUDA machine; `swe-rl train-openrlhf --preflight -c RECIPE` lists what is missing"
         ) from e
     root = _save_resolved(cfg, runs_dir)
+    if cfg.logging.metrics_jsonl:
+        Path(cfg.logging.metrics_jsonl).parent.mkdir(parents=True, exist_ok=True)
     echo(f"run dir: {root}")
     echo(resume_status(cfg))
     for line in logger_summary(cfg):

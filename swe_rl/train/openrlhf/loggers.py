@@ -5,17 +5,23 @@ Upstream creates its wandb logger only when `--logger.wandb.key` is set and its 
 WANDB_API_KEY: the flags carry the placeholder `$WANDB_API_KEY` (what a dry run and openrlhf_command.sh show), and
 the launcher swaps in a `RedactedKey`, a str whose repr is the placeholder, because upstream prints its whole
 argument namespace (`strategy.print(args)` in train_ppo_ray.train) and would print the key with it.
+Beside upstream's loggers, `logging.metrics_jsonl` gives a run its own metrics file: swe-rl's trainer classes
+(actors.py) append one line per step (`write_metrics_line`), also with no logger package installed.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import time
 from pathlib import Path
+from typing import Any
 
 from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
 
 WANDB_ENV = "WANDB_API_KEY"
+METRICS_ENV = "SWE_RL_METRICS_JSONL"  # logging.metrics_jsonl made absolute by launch.py (unset: no file)
 KEY_PLACEHOLDER = f"${WANDB_ENV}"
 
 
@@ -69,7 +75,9 @@ def logger_summary(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = No
         lines.append(f"tensorboard: {Path(lg.tensorboard_dir) / run_name(cfg)}")
     else:
         lines.append("tensorboard: off (logging.tensorboard_dir is null)")
-    if not lg.wandb_project and not lg.tensorboard_dir:
+    if lg.metrics_jsonl:
+        lines.append(f"metrics.jsonl: {lg.metrics_jsonl} (one line per step, written by swe-rl's trainer)")
+    if not lg.wandb_project and not lg.tensorboard_dir and not lg.metrics_jsonl:
         lines.append("metrics go to stdout only (aem_alpha_* / swe_rl_* in the job log)")
     return lines
 
@@ -85,3 +93,24 @@ def logger_problems(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = N
     if lg.tensorboard_dir and importlib.util.find_spec("tensorboard") is None:
         out.append("logger: tensorboard is not installed (torch.utils.tensorboard needs it)")
     return out
+
+
+def write_metrics_line(step: int, logs: dict | None, states: dict | None, prompts: list[str] | None) -> None:
+    """One JSON line per trainer step (upstream's logged status: its scalars; the episode, consumed prompts and
+    this step's prompts), appended to $SWE_RL_METRICS_JSONL: the run's curves without wandb or TensorBoard."""
+    path = os.environ.get(METRICS_ENV)
+    if not path:
+        return
+    row: dict[str, Any] = {"step": int(step), "time": time.time()}
+    for k in ("episode", "total_consumed_prompts"):
+        if states and k in states:
+            row[k] = int(states[k])
+    row |= {
+        k: float(v)
+        for k, v in (logs or {}).items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+    if prompts is not None:
+        row["prompts"] = list(prompts)  # one per sample: a task's n samples repeat its prompt
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
