@@ -130,7 +130,7 @@ async def test_generated_tasks_in_the_built_in_trainers_slots(orl_process_respon
 
     ex = AgentExecutor(AgentConfig(max_steps=4, slots=2))
     slots = ex.sandbox_factory.__self__
-    assert slots.k == 2 and type(ex.reward_fn).__name__ == "CachedGrader"
+    assert slots.k == 2 and type(ex.reward_fn.reward_fn).__name__ == "CachedGrader"  # inside the dedup
     agent = demo_agent_config(prompts_dir())
     tasks = generate_tasks(2, "train", 0)
     runs = [(t, flawed) for t in tasks for flawed in (False, True)]
