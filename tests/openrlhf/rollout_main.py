@@ -33,9 +33,9 @@ def _load_in_worker(worker: Any, items: list) -> dict:
     model = worker.model_runner.model
     got = dict(model.named_parameters())
     probe = {}  # a loaded tensor read back from vLLM (q/k/v fused there): did the new values arrive?
-    for name, w in weights:
+    for name, w in weights:  # vLLM pads the vocabulary to a multiple of 64 rows; the checkpoint's come first
         if name.endswith("embed_tokens.weight") and name in got:
-            probe[name] = bool(torch.equal(got[name].detach().to(w.dtype).cpu(), w))
+            probe[name] = bool(torch.equal(got[name].detach()[: w.shape[0]].to(w.dtype).cpu(), w))
     return {"dtype_mismatch": bad, "engine_dtypes": sorted(dtypes), "n": len(weights), "probe": probe}
 
 

@@ -104,15 +104,17 @@ def _cpu_update_weight(self, name, dtype, shape, empty_cache=False):
     t0 = time.perf_counter()
     self.reload_weights(weights_iterator=list(pending), is_checkpoint_format=True)
     loaded = dict(self.model_runner.model.named_parameters())
+    sent = next((w for n, w in pending if n == PROBE), None)
+    # what the engine now computes with: vLLM pads the vocabulary to a multiple of 64 rows, the checkpoint's
+    # rows come first (the demo checkpoint has 530)
+    engine = loaded[PROBE][: sent.shape[0]] if PROBE in loaded and sent is not None else None
     record = {
         "time": time.time(),
         "reload_s": time.perf_counter() - t0,
         "names": [n for n, _ in pending],
         "dtypes": sorted({str(w.dtype) for _, w in pending}),
-        "probe_engine": digest(loaded[PROBE])
-        if PROBE in loaded
-        else None,  # what the engine now computes with
-        "probe_sent": next((digest(w) for n, w in pending if n == PROBE), None),
+        "probe_engine": digest(engine) if engine is not None else None,
+        "probe_sent": digest(sent) if sent is not None else None,
     }
     pending.clear()
     out = os.environ.get("SWE_RL_REHEARSAL_OUT")

@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 STEPS, PROMPTS_PER_STEP, SAMPLES = 2, 2, 4  # generated train tasks: STEPS * PROMPTS_PER_STEP rows
 HERE = Path(__file__).resolve().parent
+RECIPE = "configs/train/qwen25_coder_7b_grpo_aem.yaml"  # the 7B GRPO + AEM recipe, shrunk by `overrides`
 
 # What this rehearsal runs differently from a GPU cluster, and what it therefore cannot cover.
 DIFFERS = [
@@ -69,9 +70,7 @@ def overrides(work: Path, rows: Path, args: argparse.Namespace) -> list[str]:
         "rollout.dynamic_filtering=false", f"rollout.temperature={args.temperature}", "rollout.top_p=1.0",
         f"optim.train_batch_size={PROMPTS_PER_STEP * SAMPLES}", "optim.micro_batch_size=2",
         "optim.rollout_micro_batch_size=2", "optim.num_episodes=1", "optim.kl_coef=0", "optim.lr=1e-3",
-        # a gradient whatever the rewards: upstream's entropy term (the shipped checkpoint resolves nothing through
-        # upstream's tokenizer loading, see TOKENIZER below, so every GRPO advantage is 0)
-        "optim.entropy_coef=0.01",
+        "optim.entropy_coef=null",  # no entropy term: the reward is the gradient's only source
         "optim.warmup_ratio=0", "optim.max_epochs=1",
         "agent.max_steps=4", f"agent.max_concurrent_sandboxes={PROMPTS_PER_STEP * SAMPLES}",
         "agent.command_timeout_s=20", f"agent.loop={json.dumps(loop)}",
@@ -82,11 +81,11 @@ def overrides(work: Path, rows: Path, args: argparse.Namespace) -> list[str]:
     ]  # fmt: skip
 
 
-def tokenizer_note(model_dir: Path | str) -> str:
-    """TOKENIZER: upstream (get_tokenizer) and vLLM load the model folder's tokenizer with AutoTokenizer; for a
-    config.json with model_type qwen2, transformers 5 builds Qwen2Tokenizer, which replaces the saved pre-tokenizer
-    with Qwen's regex (tokenization_qwen2.py). The shipped 1M checkpoint was trained with its own digit-split BPE
-    (swe_rl.policy.tiny.load_tokenizer reads it right), so on upstream's path it sees token sequences it never saw."""
+def tokenizer_check(model_dir: Path | str) -> tuple[str, bool, str]:
+    """Upstream (get_tokenizer) and vLLM load the model folder's tokenizer with AutoTokenizer, which for
+    model_type qwen2 builds Qwen2Tokenizer with Qwen's pre-tokenizer; the checkpoint must encode the same that way
+    as through ours (issue 37: the checkpoint before it read a file view as 91 tokens instead of 64, and resolved
+    nothing on upstream's path). tests/openrlhf/test_checkpoint_tokenizer.py checks every loader on real episodes."""
     from transformers import AutoTokenizer
 
     from swe_rl.policy.tiny import load_tokenizer
@@ -96,8 +95,8 @@ def tokenizer_note(model_dir: Path | str) -> str:
     src = generate_tasks(1, "train", seed=0)[0].metadata["files"]["calc.py"]
     text = "".join(f"{i:6}\t{line}\n" for i, line in enumerate(src.splitlines(), 1))  # the file_editor view
     a, b = upstream(text)["input_ids"], own(text)["input_ids"]
-    return (f"upstream loads {type(upstream).__name__}, the checkpoint's own is {type(own).__name__}; a file "
-            f"view encodes {'the same' if a == b else f'differently ({len(a)} vs {len(b)} tokens)'}")  # fmt: skip
+    return ("upstream's tokenizer reads the checkpoint as it was trained", a == b,
+            f"{type(upstream).__name__}: a file view in {len(a)} tokens, ours {len(b)}")  # fmt: skip
 
 
 def probe(model_dir: Path | str) -> str:
@@ -176,6 +175,20 @@ def check(
     return out
 
 
+def job_env(cfg, work: Path) -> dict[str, str]:
+    """The job's runtime env: our launcher's, plus what the rehearsal's CPU pieces need in every worker."""
+    from swe_rl.train.openrlhf import launch
+
+    return {
+        **launch.build_env_vars(cfg),
+        # absolute: Ray's workers and vLLM's engine process do not start in this directory
+        "PYTHONPATH": os.pathsep.join(str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p),
+        "SWE_RL_REHEARSAL_OUT": str(work),
+        "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB: the machine's 24 GiB are shared by every process
+        "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/torch_extensions")),
+    }  # fmt: skip
+
+
 def run_phase(cfg, env: dict, work: Path, label: str) -> tuple[str | None, float, float]:
     """One launch as a user makes it (a new Ray, our launcher, upstream's CLI); (error, start time, wall s)."""
     import ray
@@ -215,7 +228,7 @@ def main() -> int:
                     help="skip the second launch (one more episode over the data, resumed from the checkpoint)")  # fmt: skip
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0, help="which generated train tasks")
-    ap.add_argument("--recipe", default="configs/train/qwen25_coder_7b_grpo_aem.yaml")
+    ap.add_argument("--recipe", default=RECIPE)
     args = ap.parse_args()
     os.chdir(ROOT)
     work = args.work.resolve()
@@ -225,7 +238,6 @@ def main() -> int:
 
     from swe_rl.config import load_config
     from swe_rl.tasks.generator import generate_tasks
-    from swe_rl.train.openrlhf import launch
     from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
     from swe_rl.train.openrlhf.data import write_prompt_dataset
 
@@ -236,18 +248,11 @@ def main() -> int:
     cfg = load_config(OpenRLHFTrainConfig, files=[args.recipe], overrides=ov)
     steps = len(tasks) * cfg.rollout.samples_per_prompt * cfg.optim.num_episodes // cfg.optim.train_batch_size
     assert steps == STEPS, steps
-    env = {
-        **launch.build_env_vars(cfg),
-        # absolute: Ray's workers and vLLM's engine process do not start in this directory
-        "PYTHONPATH": os.pathsep.join(str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p),
-        "SWE_RL_REHEARSAL_OUT": str(work),
-        "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB: the machine's 24 GiB are shared by every process
-        "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/torch_extensions")),
-    }  # fmt: skip
+    env = job_env(cfg, work)
     os.environ["SWE_RL_REHEARSAL_OUT"] = str(work)  # the driver's own vLLM plugin load stays inert otherwise
 
     error, t0, wall = run_phase(cfg, env, work, "run 1")
-    phases = [("run 1", error, wall, check(work, cfg, steps, t0))]
+    phases = [("run 1", error, wall, [tokenizer_check(cfg.model.path), *check(work, cfg, steps, t0)])]
     if args.resume and error is None and (Path(cfg.ckpt.output_dir) / "config.json").is_file():
         first_final = probe(cfg.ckpt.output_dir)  # run 2 overwrites the final model
         # the same job again with one more pass over the data: upstream loads ckpt.path (--ckpt.load_enable) and
@@ -255,16 +260,14 @@ def main() -> int:
         cfg2 = load_config(OpenRLHFTrainConfig, files=[args.recipe], overrides=[*ov, "optim.num_episodes=2"])
         error2, t2, wall2 = run_phase(cfg2, env, work, "run 2 (resumed)")
         phases.append(("run 2, resumed", error2, wall2, check(work, cfg2, steps, t2, 2 * steps, first_final)))
-    note = tokenizer_note(cfg.model.path)
     for label, err, w, results in phases:
         print(f"\nrehearsal {label}: {'stopped: ' + err if err else 'ran to the end'} after {w:.0f} s")
         for name, ok, detail in results:
             print(f"{'OK  ' if ok else 'FAIL'} {name}: {detail}")
-    print(f"NOTE tokenizer: {note}")
     print("\nwhat differs from the GPU path:")
     for what, how in DIFFERS:
         print(f"- {what}: {how}")
-    summary = {"tokenizer": note, "zero_stage": args.zero_stage, "async": args.async_train, "steps": steps,
+    summary = {"zero_stage": args.zero_stage, "async": args.async_train, "steps": steps,
                "phases": [{"label": lb, "error": e, "wall_s": w, "checks": r} for lb, e, w, r in phases]}  # fmt: skip
     (work / "summary.json").write_text(json.dumps(summary, indent=2))
     return 0 if all(e is None and all(ok for _, ok, _ in r) for _, e, _, r in phases) else 1
