@@ -81,6 +81,16 @@ async def ours(task, patch: str, fail_fast: bool):
     return time.perf_counter() - t0, r
 
 
+def _how(ff: dict) -> str:
+    """What fail-fast did: stopped by the pre-run, or the full run after it; whether the install ran."""
+    what = "stopped" if "failed" in ff else f"pre-run {ff.get('pre_run', 'none')}"
+    return what + (
+        ", install " + ("skipped" if ff.get("install", "").startswith("skipped") else ff["install"])
+        if ff.get("install")
+        else ""
+    )
+
+
 def measure(tasks, rounds: int, tmp: Path) -> list[dict]:
     rows = []
     patches = {t.instance_id: asyncio.run(noop_patch(t)) for t in tasks}
@@ -101,7 +111,8 @@ def measure(tasks, rounds: int, tmp: Path) -> list[dict]:
                 rows.append(row)
                 print(f"  {task.instance_id:28s} {kind:5s} ours {row['full']:6.1f}s  fail-fast {row['ff']:6.1f}s"
                       + (f"  official {row['official']:6.1f}s ({row['official_proc']:.1f}s process)" if "official" in row else "")
-                      + f"  resolved {full.resolved}/{fast.resolved}/{row.get('official_resolved', '-')}", flush=True)  # fmt: skip
+                      + f"  resolved {full.resolved}/{fast.resolved}/{row.get('official_resolved', '-')}"
+                      + f"  [{_how(row['ff_how'])}]", flush=True)  # fmt: skip
     return rows
 
 

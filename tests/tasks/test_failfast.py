@@ -244,3 +244,12 @@ async def test_fail_fast_verdicts_equal_the_full_run_side_by_side(tasks_micro_im
         )
         assert bool(a.suspicious) == bool(b.suspicious), (key, a.suspicious, b.suspicious)
     _check_fast(cases, fast)
+
+
+def test_sympy_pre_run_reads_its_last_test():
+    """bin/test ends its last test's line with the file's verdict, which swebench's parser does not read: a pre-run
+    selecting one test always ends on it (found on sympy__sympy-24661's no-op patch: the pre-run could not decide)."""
+    t = task("parse_log_sympy", ["test_issue_24288"], version="1.12")
+    body = "sympy/parsing/tests/test_sympy_parser.py[1] \ntest_issue_24288 F                              [FAIL]\n"
+    assert ff.judge(t, "", log(body), "").outcome == "failed"
+    assert ff.judge(t, "", log(body.replace(" F ", " ok ").replace("FAIL", "OK"), 0), "").outcome == "passed"
