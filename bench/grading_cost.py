@@ -108,11 +108,14 @@ def measure(tasks, rounds: int, tmp: Path) -> list[dict]:
                 row["resolved"], row["ff_resolved"] = full.resolved, fast.resolved
                 row["cost"], row["ff_cost"] = full.tests.get("cost", {}), fast.tests.get("cost", {})
                 row["ff_how"] = fast.tests.get("fail_fast", {})
+                row["load"] = Path("/proc/loadavg").read_text().split()[:3]
                 rows.append(row)
+                if os.environ.get("SWE_RL_BENCH_ROWS"):  # partial results stay on disk
+                    Path(os.environ["SWE_RL_BENCH_ROWS"]).write_text(json.dumps(rows, indent=1))
                 print(f"  {task.instance_id:28s} {kind:5s} ours {row['full']:6.1f}s  fail-fast {row['ff']:6.1f}s"
                       + (f"  official {row['official']:6.1f}s ({row['official_proc']:.1f}s process)" if "official" in row else "")
                       + f"  resolved {full.resolved}/{fast.resolved}/{row.get('official_resolved', '-')}"
-                      + f"  [{_how(row['ff_how'])}]", flush=True)  # fmt: skip
+                      + f"  [{_how(row['ff_how'])}]  load {' '.join(row['load'])}", flush=True)  # fmt: skip
     return rows
 
 
