@@ -145,7 +145,8 @@ async def _apply_patch(sb: Sandbox, patch: str) -> tuple[bool, str]:
 
 async def restore_harness(sb: Sandbox, task: Task, g: guard.Guard) -> dict[str, Any]:
     """Reset the test-harness files the applied patch touched (read from the tree, swe_rl.tasks.integrity) to
-    base + gold; the `integrity` findings so far (restored paths, bytecode, writes inside .git)."""
+    base + gold, and the runner files the gold leaves alone to base; the `integrity` findings so far (restored
+    paths, runner files put back, bytecode, writes inside .git)."""
     return (await _restore(sb, task, g))[0]
 
 
@@ -154,6 +155,7 @@ async def _restore(sb: Sandbox, task: Task, g: guard.Guard) -> tuple[dict[str, A
     changes, restored, bytecode = await guard.restore_after_patch(sb, task, g)
     out: dict[str, Any] = {
         "harness_restored": restored,
+        "runner_restored": await guard.restore_runners(sb, task, changes),
         "bytecode": bytecode,
         "git_dir": list(changes.git_dir),
     }

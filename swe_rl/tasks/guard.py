@@ -4,6 +4,7 @@ order grading runs them:
     g = await before_patch(sb, task)      # snapshot of the pristine tree; the image's shadow set (cached)
     ...apply the patch...
     changes, restored, bytecode = await restore_after_patch(sb, task, g)   # harness files back to base + gold
+    runners = await restore_runners(sb, task, changes)   # runner files the gold leaves alone back to base
     script = g.eval_script(official, junit)   # + the exit code to a file outside /testbed (+ pytest's record)
     sb.exec(f"{g.clear_cmd}; /bin/bash /eval.sh > out; {g.collect_cmd}")
     log, record, footprint = await g.read_back(sb, log)   # trusted exit code in the log; junit outcomes or None
@@ -158,6 +159,21 @@ async def restore_after_patch(
     await _exec_ok(sb, script, f"could not restore the test harness files {sorted(paths)[:20]}", workdir)
     bytecode = sorted(p for p, k in paths.items() if k == "bytecode")
     return changes, sorted(paths), bytecode
+
+
+async def restore_runners(sb: Sandbox, task: Task, changes: TreeChanges, workdir: str = WORKDIR) -> list[str]:
+    """Put the runner files the patch touched and the gold patch leaves alone back at the base commit
+    (swe_rl.tasks.integrity.RUNNER_FILES: django's and sympy's test runners and result reporting, the script the
+    test command runs); the paths put back."""
+    from swe_rl.tasks.eval_run import official_script
+    from swe_rl.tasks.integrity import runner_files, runner_paths
+
+    runners = runner_files(task.repo, test_command(official_script(task)))
+    paths = runner_paths(changes.touched, runners, task.patch)
+    if paths:
+        script = restore_script(dict.fromkeys(paths, "revert"), task.base_commit or "HEAD", None, [])
+        await _exec_ok(sb, script, f"could not restore the runner files {paths[:20]}", workdir)
+    return paths
 
 
 def test_command(eval_script: str) -> str:

@@ -138,6 +138,47 @@ def classify(
     return out
 
 
+# The repositories' own test runners and result reporting (issue 35): files a patch could change to make failing
+# tests report success. They are code of the repository, and some instances fix a bug in them, so a runner file
+# the gold patch changes stays as the patch left it (the probe run watches it); one the gold leaves alone is put
+# back at the base commit, like a conftest.py. Scripts the eval script's test command runs are runner files too.
+RUNNER_FILES: dict[str, tuple[str, ...]] = {
+    "django/django": (
+        "tests/runtests.py", "django/test/runner.py", "django/test/testcases.py", "django/test/utils.py",
+        "django/test/__init__.py", "django/test/signals.py", "django/core/management/commands/test.py",
+    ),
+    "sympy/sympy": (
+        "bin/test", "sympy/testing/runtests.py", "sympy/testing/pytest.py", "sympy/testing/randtest.py",
+        "sympy/testing/__init__.py", "sympy/utilities/runtests.py", "sympy/utilities/pytest.py",
+        "sympy/utilities/randtest.py",
+    ),
+}  # fmt: skip
+_SCRIPT_WORD = re.compile(r"^(?:\./)?([\w.-]+(?:/[\w.-]+)*)$")
+
+
+def runner_files(repo: str, test_command: str) -> set[str]:
+    """The runner files of a task: RUNNER_FILES of its repository, and the repo script each line of its test
+    command runs (`./tests/runtests.py ...`, `bin/test ...`, `python setup.py test`)."""
+    scripts = set()
+    for line in test_command.splitlines():
+        try:
+            words = [w for w in shlex.split(line, comments=True) if not re.match(r"^\w+=", w)]
+        except ValueError:  # unbalanced quotes: no script named
+            continue
+        if words and re.match(r"^python[\d.]*$", words[0]):
+            words = [w for w in words[1:] if not w.startswith("-")][:1]
+        m = _SCRIPT_WORD.match(words[0]) if words else None
+        if m and ("/" in m.group(1) or m.group(1).endswith(".py")):  # a file, not a command found on PATH
+            scripts.add(m.group(1))
+    return set(RUNNER_FILES.get(repo, ())) | scripts
+
+
+def runner_paths(touched: list[str] | tuple[str, ...], runners: set[str], gold: str | None) -> list[str]:
+    """The runner files the patch touched that the gold patch leaves alone (to be put back at base)."""
+    gold_paths = set(patched_paths(gold))
+    return sorted(p for p in touched if p in runners and p not in gold_paths)
+
+
 def patched_paths(patch: str | None) -> list[str]:
     """Repo paths named by a patch's `diff --git` headers. For the test patch and the gold patch (trusted text)
     only: what an agent's patch touched is read from the tree (TreeChanges)."""

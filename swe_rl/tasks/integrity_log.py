@@ -12,8 +12,10 @@ inner sessions' result lines (pytest's own suite: issue 22). So:
   PYTEST_ADDOPTS, which pytester's inner sessions drop). Every graded test the log counts as passed or skipped
   must have that outcome in the record; a run whose record is missing (cut short, or its environment replaced)
   is unresolved. Inner sessions' lines are then harmless: only the graded tests' outer results are compared.
-- Without a record (other runners): no graded test may be reported with two statuses, and pytest's last summary
-  must count at least as many passed tests as the log lists among the graded ones.
+- Without a record (other runners): no graded test may be reported with two statuses (tests that share a name,
+  a django docstring line or a sympy function name in two files, are told apart by the test id or file header
+  printed before their status: `conflicting`), and pytest's last summary must count at least as many passed tests
+  as the log lists among the graded ones.
 Each violation makes the result unresolved.
 """
 
@@ -131,16 +133,52 @@ def record_violations(
     return out[:10]
 
 
-def _line_statuses(section: str, parser: Any) -> dict[str, set[str]]:
-    statuses: dict[str, set[str]] = {}
+# The context a runner without a junit record prints before a status line: django names a test with a docstring
+# by the docstring's first line, on the line after its id `test_x (app.tests.Class.test_x)`; sympy names tests by
+# bare function name, under a `path/test_file.py[N]` header.
+_DJANGO_ID = re.compile(r"^\w+ \([\w.]+\)$")
+_SYMPY_FILE = re.compile(r"^(\S+\.py)\[\d+\]")
+
+
+def _context(parser_name: str, test: str, prev: str, header: str | None) -> str | None:
+    """Which test a status line belongs to beyond its name (None: the line names no test of its own)."""
+    if parser_name == "parse_log_django":
+        return test if _DJANGO_ID.match(test) else (prev if _DJANGO_ID.match(prev) else None)
+    if parser_name == "parse_log_sympy":
+        return header
+    return test  # pytest-style node ids name one test each
+
+
+def _line_statuses(
+    section: str, parser: Any, parser_name: str = ""
+) -> dict[str, list[tuple[str | None, str]]]:
+    """test name -> [(context, status)] for every status line of the section, parsed one line at a time."""
+    statuses: dict[str, list[tuple[str | None, str]]] = {}
+    prev, header = "", None
     for line in split_lines(section):
+        text = line.strip()
+        if m := _SYMPY_FILE.match(text):
+            header = m.group(1)
         try:
             parsed = parser(line, None)
         except Exception:  # a stateful parser that needs the whole log: no per-line check
-            continue
+            parsed = {}
         for test, status in parsed.items():
-            statuses.setdefault(test, set()).add(status)
+            statuses.setdefault(test, []).append((_context(parser_name, test, prev, header), status))
+        prev = text or prev
     return statuses
+
+
+def conflicting(seen: list[tuple[str | None, str]]) -> bool:
+    """Whether one test's name carries two statuses that are not two tests sharing the name: tests that share a
+    name (a django docstring line, a sympy function name in two files) print each under its own context, one
+    status each; a second status under the same context, or a status line with no context, is a conflict."""
+    if len({status for _, status in seen}) < 2:
+        return False
+    by_context: dict[str | None, set[str]] = {}
+    for context, status in seen:
+        by_context.setdefault(context, set()).add(status)
+    return None in by_context or any(len(v) > 1 for v in by_context.values())
 
 
 def _count(summary: str, word: str) -> int:
@@ -175,13 +213,13 @@ def log_violations(
     if record_required or record is not None:
         statuses = parser(section, None) or parser(log, None)  # swebench's own fallback to the whole log
         return out + record_violations(statuses, graded or sorted(statuses), record)
-    lines = _line_statuses(section, parser)
+    lines = _line_statuses(section, parser, parser_name)
     keep = set(graded) if graded is not None else set(lines)
-    both = sorted(t for t, s in lines.items() if len(s) > 1 and t in keep)
+    both = sorted(t for t, seen in lines.items() if t in keep and conflicting(seen))
     if both:
         out.append(f"tests reported with conflicting statuses: {both[:5]}")
     if parser_name.startswith("parse_log_pytest"):
-        listed = sum(1 for t, s in lines.items() if s == {"PASSED"} and t in keep)
+        listed = sum(1 for t, seen in lines.items() if {st for _, st in seen} == {"PASSED"} and t in keep)
         summaries = _SUMMARY.findall(section)
         counted = _count(summaries[-1], "passed") if summaries else None
         if counted is not None and listed > counted:

@@ -157,6 +157,11 @@ def _prefix_match(test: str, seen: dict[str, set[str]]) -> set[str] | None:
     return set().union(*hits) if hits else None
 
 
+# sympy's reporter ends a file's last test line with the file's verdict (`test_x ok    [OK]`), which swebench's
+# parser does not read; in the probe run a file's selected test is often its last one
+_SYMPY_FILE_VERDICT = re.compile(r"\s+\[(?:OK|FAIL)\]\s*$", re.M)
+
+
 def log_statuses(task: Task, log: str) -> dict[str, str]:
     """The probe run's log parsed as swebench parses a graded log (the test slice, else the whole log)."""
     from swebench.harness.log_parsers import PARSER_REGISTRY
@@ -164,4 +169,6 @@ def log_statuses(task: Task, log: str) -> dict[str, str]:
     parser = PARSER_REGISTRY.get(task.log_parser)
     if parser is None:
         return {}
+    if task.log_parser == "parse_log_sympy":
+        log = _SYMPY_FILE_VERDICT.sub("", log)
     return parser(test_section(log), None) or parser(log, None)

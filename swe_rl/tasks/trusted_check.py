@@ -12,7 +12,7 @@ Observers, by the runner of the eval script's test command:
   `sitecustomize` of a folder put first on PYTHONPATH: it records what unittest's TestCase.run reports to the
   runner's result object, or what each sympy test function did, before the runner's own reporting sees it.
 
-The observer's folder holds it, `key` (an HMAC key the observer reads and deletes when it is imported, before
+The observer's folder holds it, the value checks both share (trusted_values.py as `swe_rl_tv_<nonce>`), `key` (an HMAC key the observer reads and deletes when it is imported, before
 any code of the repository runs), `scope.json` (the repository root, the selected tests, the kind) and `touched`
 (the files the patch touched, from the tree). Every record is one line `{"payload": ..., "mac": ...}` in a
 `records-<pid>.jsonl` file of that folder; a line not signed with the key is counted as forged.
@@ -34,6 +34,7 @@ from sandboxes.base import Sandbox, SandboxError
 
 PLUGIN = Path(__file__).with_name("trusted_check_plugin.py")
 SITE = Path(__file__).with_name("runner_probe_site.py")
+VALUES = Path(__file__).with_name("trusted_values.py")  # shared by both observers, shipped beside them
 KINDS = ("pytest", "unittest", "sympy")
 # git, not the repository's config, lists what the patch left in the tree (quoted paths, external diff drivers off)
 _GIT = "GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -c core.quotepath=off"
@@ -54,6 +55,10 @@ class TrustedCheck:
     @property
     def module(self) -> str:
         return f"swe_rl_tc_{self.nonce}" if self.kind == "pytest" else "sitecustomize"
+
+    @property
+    def values_module(self) -> str:
+        return f"swe_rl_tv_{self.nonce}"
 
     @property
     def exports(self) -> str:
@@ -85,12 +90,14 @@ def install_script(check: TrustedCheck, workdir: str, select: list[str]) -> str:
     files) and its key (mode 600)."""
     d = shlex.quote(check.dir)
     agent = base64.b64encode((PLUGIN if check.kind == "pytest" else SITE).read_bytes()).decode()
+    values = base64.b64encode(VALUES.read_bytes()).decode()
     doc = {"root": workdir, "select": select, "kind": check.kind}
     scope = base64.b64encode(json.dumps(doc).encode()).decode()
     touched = f"{_GIT} diff --name-only --no-renames -z HEAD; {_GIT} ls-files --others -z -- '*.py'"
     return (
         f"mkdir -p {d} && {{ {touched}; }} > {d}/touched && "
-        f"printf %s {agent} | base64 -d > {d}/{check.module}.py && printf %s {scope} | base64 -d > {d}/scope.json"
+        f"printf %s {agent} | base64 -d > {d}/{check.module}.py && printf %s {values} | base64 -d > "
+        f"{d}/{check.values_module}.py && printf %s {scope} | base64 -d > {d}/scope.json"
         f" && (umask 077; printf %s {check.key} > {d}/key)"
     )
 

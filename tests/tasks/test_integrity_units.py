@@ -113,3 +113,55 @@ def test_official_grader_label_sees_every_spelling_of_a_harness_file():
         assert untrusted_harness_paths(path.read_text(), "") == ["conftest.py"], path.name
     gold = "diff --git a/conftest.py b/conftest.py\n--- a/conftest.py\n+++ b/conftest.py\n"
     assert untrusted_harness_paths(gold, gold) == []  # the gold's own harness change is the task's harness
+
+
+# Real log shapes (django 5.0's tests/runtests.py --verbosity 2 and sympy 1.12's bin/test --verbose, as graded on
+# the shared instances): two tests sharing a name, one skipped or failing, are two tests, not a conflict.
+DJANGO = """Found 4 test(s).
+System check identified no issues (0 silenced).
+test_get_user_model (auth_tests.test_basic.BasicTestCase.test_get_user_model)
+The current user model can be retrieved ... ok
+test_get_user_model (auth_tests.test_basic.CustomUserTests.test_get_user_model)
+The current user model can be retrieved ... skipped 'Database has feature(s) supports_x'
+test_unicode_username (auth_tests.test_basic.BasicTestCase.test_unicode_username) ... ok
+test_user_no_email (auth_tests.test_basic.BasicTestCase.test_user_no_email)
+Users can be created without an email ... ok
+
+----------------------------------------------------------------------
+Ran 4 tests in 0.031s
+
+OK (skipped=1)
+"""
+SYMPY = """sympy/physics/units/tests/test_quantities.py[3]
+test_str_repr ok
+test_issue_24211 ok
+test_eq ok                                                                  [OK]
+sympy/physics/units/tests/test_unitsystem.py[2]
+test_str_repr F
+test_convert_to ok                                                          [OK]
+
+======== tests finished: 4 passed, 1 failed, in 2.82 seconds ========
+"""
+
+
+def test_tests_that_share_a_name_are_told_apart_by_their_context():
+    docstring = "The current user model can be retrieved"
+    graded = [docstring, "test_unicode_username (auth_tests.test_basic.BasicTestCase.test_unicode_username)"]
+    assert log_violations(f"{START}{DJANGO}{END}", "parse_log_django", graded) == []
+    assert (
+        log_violations(f"{START}{SYMPY}{END}", "parse_log_sympy", ["test_str_repr", "test_issue_24211"]) == []
+    )
+    # the same test reported twice (a duplicated id line), or a status line with no test of its own: conflicts
+    twice = DJANGO.replace("OK (skipped=1)", f"{DJANGO.splitlines()[4]}\n{docstring} ... ok")
+    assert "conflicting" in log_violations(f"{START}{twice}{END}", "parse_log_django", graded)[0]
+    bare = DJANGO.replace("OK (skipped=1)", f"OK\n{docstring} ... ok")
+    assert "conflicting" in log_violations(f"{START}{bare}{END}", "parse_log_django", graded)[0]
+    sympy_twice = SYMPY.replace("test_issue_24211 ok", "test_issue_24211 ok\ntest_str_repr F")  # same file
+    assert (
+        "conflicting" in log_violations(f"{START}{sympy_twice}{END}", "parse_log_sympy", ["test_str_repr"])[0]
+    )
+    before_any_file = f"test_str_repr ok\n{SYMPY}"
+    assert (
+        "conflicting"
+        in log_violations(f"{START}{before_any_file}{END}", "parse_log_sympy", ["test_str_repr"])[0]
+    )

@@ -168,20 +168,14 @@ async def test_the_probe_flags_values_that_say_yes(tmp_path: Path) -> None:
 
 
 def test_plain_values_of_builtin_subclasses() -> None:
-    """The plugin's plain-value view (loaded as a module of this process's pytest)."""
-    import importlib.util
+    """The observers' plain-value view (trusted_values.py, standard library only: imported here as it is)."""
+    from swe_rl.tasks import trusted_values as tv
 
-    from swe_rl.tasks.trusted_check import PLUGIN
-
-    spec = importlib.util.spec_from_file_location("tc_plain_view", PLUGIN)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["tc_plain_view"] = mod  # as pytest's import of a plugin leaves it
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        del sys.modules["tc_plain_view"]
     liar = type("Liar", (str,), {"__eq__": lambda s, o: True, "__hash__": str.__hash__})("abc")
-    assert type(mod._plain(liar)) is str and mod._plain(liar) == "abc"
-    assert mod._plain([liar, (1, 2.5, b"x")]) == ["abc", (1, 2.5, b"x")]
-    assert mod._plain({"k": liar}) == {"k": "abc"} and mod._plain(object()) is mod._NOPLAIN
+    assert type(tv.plain(liar)) is str and tv.plain(liar) == "abc"
+    assert tv.plain([liar, (1, 2.5, b"x")]) == ["abc", (1, 2.5, b"x")]
+    assert tv.plain({"k": liar}) == {"k": "abc"} and tv.plain(object()) is tv.NOPLAIN
+    assert tv.says_yes("==", liar, "xyz", lambda o: type(o).__name__ == "Liar") == ["left"]
+    assert (
+        tv.says_yes("==", liar, "abc", lambda o: type(o).__name__ == "Liar") == []
+    )  # its plain value agrees
