@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from typing import Any
 
 from swebench.harness.constants import END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE
@@ -102,10 +103,28 @@ def nodeid_key(nodeid: str) -> str:
     return ".".join([mod.replace("/", "."), *rest])
 
 
-def _record_status(test: str, record: dict[str, str]) -> str | None:
+def parser_aliases(names: Iterable[str], parser: Any) -> dict[str, list[str]]:
+    """The name a log parser gives each of these test names, where it is another -> the names. Some parsers
+    rename a test (pylint's parse_log_pytest_options turns `test_stdin[/testbed/tests/m.py-m-/testbed/tests/m.py]`
+    into `test_stdin[/m.py]`, the name in the task row and the verdict): records are looked up the same way."""
+    out: dict[str, list[str]] = {}
+    for name in names:
+        try:
+            parsed = list(parser(f"PASSED {name}", None) or ())
+        except Exception:  # a parser that needs more than one line: every name keeps its own
+            return {}
+        if len(parsed) == 1 and parsed[0] != name:
+            out.setdefault(parsed[0], []).append(name)
+    return out
+
+
+def _record_status(test: str, record: dict[str, str], renamed: dict[str, list[str]]) -> str | None:
     key = nodeid_key(test)
     if key in record:
         return record[key]
+    if key in renamed:  # every record entry the parser gives this name must agree (else it is not one answer)
+        found = {record[k] for k in renamed[key]}
+        return found.pop() if len(found) == 1 else None
     if test.count("[") > test.count("]"):  # swebench's truncated parametrized ids: prefix match
         hits = [v for k, v in record.items() if k.startswith(key)]
     else:  # a rootdir below the repo root: the record's names are a suffix of ours
@@ -114,17 +133,19 @@ def _record_status(test: str, record: dict[str, str]) -> str | None:
 
 
 def record_violations(
-    statuses: dict[str, str], graded: list[str], record: dict[str, str] | None
+    statuses: dict[str, str], graded: list[str], record: dict[str, str] | None, parser: Any = None
 ) -> list[str]:
-    """Graded tests the log counts as passed/skipped whose outer-session outcome (pytest's record) differs."""
+    """Graded tests the log counts as passed/skipped whose outer-session outcome (pytest's record) differs.
+    `parser`: the log's parser, whose renaming of a test id the record's names go through too."""
     if record is None:
         return ["pytest's own record of the test session is missing or unreadable (the run was cut short)"]
+    renamed = parser_aliases(record, parser) if parser is not None else {}
     out = []
     for test in graded:
         claimed = statuses.get(test)
         if claimed is None or claimed not in _PASSING | _SKIPPED:
             continue
-        actual = _record_status(test, record)
+        actual = _record_status(test, record, renamed)
         group = _PASSING if claimed in _PASSING else _SKIPPED
         if actual not in group:
             out.append(
@@ -212,7 +233,7 @@ def log_violations(
         return out
     if record_required or record is not None:
         statuses = parser(section, None) or parser(log, None)  # swebench's own fallback to the whole log
-        return out + record_violations(statuses, graded or sorted(statuses), record)
+        return out + record_violations(statuses, graded or sorted(statuses), record, parser)
     lines = _line_statuses(section, parser, parser_name)
     keep = set(graded) if graded is not None else set(lines)
     both = sorted(t for t, seen in lines.items() if t in keep and conflicting(seen))

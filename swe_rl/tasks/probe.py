@@ -25,7 +25,7 @@ from typing import Any
 from sandboxes.base import Sandbox, SandboxError
 from swe_rl.tasks import trusted_check
 from swe_rl.tasks.eval_run import Interrupted, official_script, run_script, with_exports
-from swe_rl.tasks.integrity_log import pytest_command, test_section
+from swe_rl.tasks.integrity_log import parser_aliases, pytest_command, test_section
 from swe_rl.tasks.task import Task
 from swe_rl.tasks.trusted_check import Records
 
@@ -115,10 +115,12 @@ def judge(task: Task, records: Records, log: str, select: list[str]) -> tuple[li
     if not records.reports:
         findings.append("probe: the run left no end report (cut short, or the observer was tampered with)")
     seen = observed(records.outcomes)
+    parser = _parser(task)
+    renamed = parser_aliases(seen, parser) if parser is not None else {}
     for test, claimed in log_statuses(task, log).items():
         if test not in select or claimed not in _PASSING:
             continue
-        outcomes = seen.get(test) or _prefix_match(test, seen)
+        outcomes = seen.get(test) or _renamed(test, renamed, seen) or _prefix_match(test, seen)
         if outcomes is None:
             if seen:  # the observer saw tests run in this process, but not this one
                 findings.append(f"probe: {test}: the log reports it {claimed}, the observer never saw it run")
@@ -149,6 +151,11 @@ def observed(outcomes: list[dict[str, Any]]) -> dict[str, set[str]]:
     return out
 
 
+def _renamed(test: str, renamed: dict[str, list[str]], seen: dict[str, set[str]]) -> set[str] | None:
+    """The outcomes of every observed id the log's parser gives this name (parse_log_pytest_options)."""
+    return set().union(*(seen[k] for k in renamed[test])) if test in renamed else None
+
+
 def _prefix_match(test: str, seen: dict[str, set[str]]) -> set[str] | None:
     """swebench's truncated parametrized ids: the outcomes of every observed id the name is a prefix of."""
     if test.count("[") <= test.count("]"):
@@ -162,11 +169,15 @@ def _prefix_match(test: str, seen: dict[str, set[str]]) -> set[str] | None:
 _SYMPY_FILE_VERDICT = re.compile(r"\s+\[(?:OK|FAIL)\]\s*$", re.M)
 
 
-def log_statuses(task: Task, log: str) -> dict[str, str]:
-    """The probe run's log parsed as swebench parses a graded log (the test slice, else the whole log)."""
+def _parser(task: Task) -> Any:
     from swebench.harness.log_parsers import PARSER_REGISTRY
 
-    parser = PARSER_REGISTRY.get(task.log_parser)
+    return PARSER_REGISTRY.get(task.log_parser)
+
+
+def log_statuses(task: Task, log: str) -> dict[str, str]:
+    """The probe run's log parsed as swebench parses a graded log (the test slice, else the whole log)."""
+    parser = _parser(task)
     if parser is None:
         return {}
     if task.log_parser == "parse_log_sympy":

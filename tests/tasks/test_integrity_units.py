@@ -165,3 +165,69 @@ def test_tests_that_share_a_name_are_told_apart_by_their_context():
         "conflicting"
         in log_violations(f"{START}{before_any_file}{END}", "parse_log_sympy", ["test_str_repr"])[0]
     )
+
+
+# pylint-dev__pylint-7080's real shapes (pytest 7 -rA under /testbed, and its --junitxml record): the task row
+# names the test as swebench's parse_log_pytest_options does, `[/mymodule.py]`; the log line and the record keep
+# the full id. The verdict matches the parser's name; the record is looked up under the same name.
+PYLINT_ID = "tests/test_self.py::TestRunTC::test_stdin[/testbed/tests/mymodule.py-mymodule-/testbed/tests/mymodule.py]"
+PYLINT_ROW = ["tests/test_self.py::TestRunTC::test_stdin[/mymodule.py]",
+              "tests/test_self.py::TestRunTC::test_stdin[mymodule.py-mymodule-mymodule.py]",
+              "tests/test_self.py::TestRunTC::test_fail_on_edge_case[opts0-0]"]  # fmt: skip
+PYLINT_LOG = f"""{START}=========================== short test summary info ============================
+PASSED {PYLINT_ID}
+PASSED tests/test_self.py::TestRunTC::test_stdin[mymodule.py-mymodule-mymodule.py]
+PASSED tests/test_self.py::TestRunTC::test_fail_on_edge_case[opts0-0]
+================= 3 passed, 121 deselected, 1 warning in 1.10s =================
+{END}"""
+PYLINT_JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="0" failures="0"
+skipped="0" tests="3" time="1.108"><testcase classname="tests.test_self.TestRunTC"
+name="test_stdin[/testbed/tests/mymodule.py-mymodule-/testbed/tests/mymodule.py]" time="0.054" /><testcase
+classname="tests.test_self.TestRunTC" name="test_stdin[mymodule.py-mymodule-mymodule.py]" time="0.046" /><testcase
+classname="tests.test_self.TestRunTC" name="test_fail_on_edge_case[opts0-0]" time="0.562" /></testsuite></testsuites>"""
+
+
+def test_a_test_the_log_parser_renames_is_looked_up_in_the_record_under_that_name():
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    parser = PARSER_REGISTRY["parse_log_pytest_options"]
+    assert parser(PYLINT_LOG, None)[PYLINT_ROW[0]] == "PASSED"  # what the verdict reads
+    record = junit_outcomes(PYLINT_JUNIT)
+    assert log_violations(PYLINT_LOG, "parse_log_pytest_options", PYLINT_ROW, record) == []
+    # the record says the renamed test failed: still caught, under the row's name
+    failed = PYLINT_JUNIT.replace('time="0.054" />', 'time="0.054"><failure message="x" /></testcase>')
+    found = log_violations(PYLINT_LOG, "parse_log_pytest_options", PYLINT_ROW, junit_outcomes(failed))
+    assert found == [f"{PYLINT_ROW[0]}: the log says PASSED, pytest's record of the session says FAILED"]
+    # a forged line for a renamed test the session never ran: the record says nothing
+    gone = PYLINT_JUNIT.replace(
+        "test_stdin[/testbed/tests/mymodule.py", "test_other[/testbed/tests/mymodule.py"
+    )
+    found = log_violations(PYLINT_LOG, "parse_log_pytest_options", PYLINT_ROW, junit_outcomes(gone))
+    assert found == [f"{PYLINT_ROW[0]}: the log says PASSED, pytest's record of the session says nothing"]
+    # two ids the parser gives one name, with different outcomes: not one answer, a violation
+    twin = PYLINT_JUNIT.replace(
+        "</testsuite>",
+        '<testcase classname="tests.test_self.TestRunTC" name="test_stdin[/tmp/mymodule.py-x-/tmp/mymodule.py]">'
+        '<failure message="x" /></testcase></testsuite>',
+    )
+    assert log_violations(PYLINT_LOG, "parse_log_pytest_options", PYLINT_ROW, junit_outcomes(twin)) != []
+
+
+def test_the_probe_finds_a_renamed_selected_test_under_the_log_parser_name():
+    from swe_rl.tasks.probe import judge
+    from swe_rl.tasks.task import Task
+    from swe_rl.tasks.trusted_check import Records
+
+    task = Task(
+        instance_id="pylint-dev__pylint-7080", repo="pylint-dev/pylint", base_commit="", problem_statement="",
+        patch="", test_patch="", FAIL_TO_PASS=[PYLINT_ROW[0]], PASS_TO_PASS=[], version="2.15", image="none",
+        eval_script="pytest -rA tests/test_self.py", log_parser="parse_log_pytest_options",
+    )  # fmt: skip
+    ran = Records(
+        started=[{}], reports=[{"findings": []}], outcomes=[{"test": PYLINT_ID, "outcome": "passed"}]
+    )
+    assert judge(task, ran, PYLINT_LOG, task.FAIL_TO_PASS) == ([], [])
+    ran.outcomes = [{"test": PYLINT_ID, "outcome": "AssertionError"}]  # the observer saw it fail: a label
+    assert judge(task, ran, PYLINT_LOG, task.FAIL_TO_PASS)[0] == [
+        f"probe: {PYLINT_ROW[0]}: the log reports it PASSED, its run ended ['AssertionError']"
+    ]
