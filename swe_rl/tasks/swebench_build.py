@@ -50,8 +50,16 @@ from swe_rl.tasks.swebench_images import (
     image_tag,
     load_spec_table,
     source_of,
+    source_sha256,
 )
-from swe_rl.tasks.swebench_stage import _commit, _requirements, _unpack, stage_env, stage_instance
+from swe_rl.tasks.swebench_stage import (
+    StagedSource,
+    _commit,
+    _requirements,
+    dockerfile_instance,
+    stage_env,
+    stage_instance,
+)
 
 __all__ = ["Built", "_commit", "build_inputs", "read_rows"]
 
@@ -183,18 +191,16 @@ def task_row(
             "eval_script": eval_script(row, inst.spec, base), "log_parser": parser, "metadata": meta}  # fmt: skip
 
 
-def _plan(inst: Instance, s: Session, testbed: Path) -> tuple[str, EnvPlan, list[str], BaseInfo]:
-    """The staged source's commit, the env it needs, its requirement lines that need the source, the base."""
-    _unpack(inst.source, testbed)
-    base = _commit(testbed)
+def _plan(inst: Instance, s: Session, src: StagedSource) -> tuple[EnvPlan, list[str], BaseInfo]:
+    """The env an instance needs, its requirement lines that need the source, the base image."""
     repo, version = str(inst.row.get("repo", "")), str(inst.row.get("version", ""))
     fixes = env_fixes(s.overrides, repo, version)
     python = choose_python(str(inst.spec.get("python", "")), s.overrides["pythons"], fixes.get("python", ""))
     info = base_info(python.base_image, s)
-    reqs = _requirements(inst, s.inputs, s.table, testbed)
-    env, local = plan_env(inst.instance_id, inst.row, inst.spec, reqs, s.inputs, testbed, base, info, python,
-                          fixes, s.overrides["pypi_base"]["requirements"])  # fmt: skip
-    return base, env, local, info
+    reqs = _requirements(inst, s.inputs, s.table)
+    env, local = plan_env(inst.instance_id, inst.row, inst.spec, reqs, s.inputs, src.testbed, src.sha, info, python,
+                          fixes, s.overrides["pypi_base"]["requirements"], src.unpack)  # fmt: skip
+    return env, local, info
 
 
 def build_one(inst: Instance, s: Session) -> Built:
@@ -202,21 +208,23 @@ def build_one(inst: Instance, s: Session) -> Built:
     try:
         with tempfile.TemporaryDirectory(prefix="swe-rl-sweb-") as tmp:
             ctx = Path(tmp)
-            base, env, local, info = _plan(inst, s, ctx / "testbed")
+            src = StagedSource(inst.source, ctx / "testbed", source_sha256(inst.source))
+            env, local, info = _plan(inst, s, src)
             env_tag = ensure_env(env, info, s)
-            labels = {BUILDER_LABEL: "swebench", BASE_COMMIT_LABEL: base, HISTORY_LABEL: base,
-                      "org.swe-rl.upstream-commit": str(inst.row.get("base_commit", ""))}  # fmt: skip
-            if inst.spec.get(
-                "nano_cpus"
-            ):  # the CPUs SWE-bench runs it with; our sandboxes raise their quota to it
-                labels[MIN_CPUS_LABEL] = f"{int(inst.spec['nano_cpus']) / 1e9:g}"
-            digest = stage_instance(inst, ctx, env_tag, local, labels)
-            row = task_row(inst, s, base, env, env_tag, info.python, digest)
-            status = "present"
-            if s.force or image_label(tag, INPUTS_LABEL) != digest:
+            digest = stage_instance(inst, ctx, env_tag, local, src.sha)
+            base, status = image_label(tag, BASE_COMMIT_LABEL) or "", "present"
+            if s.force or not base or image_label(tag, INPUTS_LABEL) != digest:
+                base, status = src.unpack(), "built"
+                labels = {BUILDER_LABEL: "swebench", BASE_COMMIT_LABEL: base, HISTORY_LABEL: base, INPUTS_LABEL: digest,
+                          "org.swe-rl.upstream-commit": str(inst.row.get("base_commit", ""))}  # fmt: skip
+                if inst.spec.get(
+                    "nano_cpus"
+                ):  # the CPUs SWE-bench runs it with: our sandboxes raise their quota
+                    labels[MIN_CPUS_LABEL] = f"{int(inst.spec['nano_cpus']) / 1e9:g}"
+                (ctx / "Dockerfile").write_text(dockerfile_instance(env_tag, labels))
                 with s.progress.building(tag):
                     default_builder()(tag, ctx / "Dockerfile", ctx)
-                status = "built"
+            row = task_row(inst, s, base, env, env_tag, info.python, digest)
     except Exception as e:  # one failed build must not hide the others' results
         return Built(inst.instance_id, tag, "failed", time.monotonic() - t0, f"{type(e).__name__}: {e}",
                      env_image=env_tag)  # fmt: skip

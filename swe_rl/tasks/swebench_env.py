@@ -17,6 +17,7 @@ import hashlib
 import json
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -203,8 +204,10 @@ def project_line(spec: dict[str, Any], testbed: Path) -> str:
 
 
 def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inputs: Path, testbed: Path,
-             source_id: str, base: BaseInfo, python: PythonChoice, fixes: dict[str, Any], pypi_base: list[str]) -> tuple[EnvPlan, list[str]]:  # fmt: skip
-    """The env an instance needs and its requirement lines that need the source (installed with it)."""
+             source_id: str, base: BaseInfo, python: PythonChoice, fixes: dict[str, Any], pypi_base: list[str],
+             prepare: Callable[[], object]) -> tuple[EnvPlan, list[str]]:  # fmt: skip
+    """The env an instance needs and its requirement lines that need the source (installed with it).
+    `testbed` is where the source is, once `prepare()` ran (only a PyPI resolution needs the files)."""
     from swe_rl.tasks.swebench_wheels import lock_env
 
     env_reqs, local = split_requirements(reqs)
@@ -226,7 +229,7 @@ def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inp
              project_line(spec, testbed)]  # fmt: skip
     key_parts = [x.replace(str(testbed), "<src>") for x in lines] + [source_id]
     pins, plan.wheels = lock_env(
-        lines, testbed, key_parts, base.python, base.glibc, wheels, f"{iid} (Python {base.python})"
+        lines, testbed, key_parts, base.python, base.glibc, wheels, f"{iid} (Python {base.python})", prepare
     )
     plan.lock, plan.wheels_from = pins, "pypi"
     return plan, local

@@ -177,3 +177,15 @@ def source_tar_sha256(source: Path) -> str | None:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def source_sha256(source: Path) -> str:
+    """What names a source in the image hashes, so a present image is found without unpacking it: the
+    uncompressed tar's sha256 (a .tar and its .tar.gz name one source), a directory's paths and file bytes."""
+    if (digest := source_tar_sha256(source)) is not None:
+        return digest
+    h = hashlib.sha256()
+    files = sorted(x for x in source.rglob("*") if x.is_file() and ".git" not in x.relative_to(source).parts)
+    for p in files:
+        h.update(str(p.relative_to(source)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()

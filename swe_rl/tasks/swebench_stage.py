@@ -7,6 +7,7 @@ import hashlib
 import shutil
 import subprocess
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from swe_rl.tasks.images import REPO_DIR
@@ -15,10 +16,10 @@ from swe_rl.tasks.swebench_images import (
     ACTIVATE,
     ENV_DIR,
     GIT_ENV,
-    INPUTS_LABEL,
     ImageInputError,
     Instance,
     SpecTable,
+    read_source_file,
 )
 
 # why: with more loose objects than gc.auto (6700; django's ~6,800 files), `git commit` starts a detached
@@ -80,29 +81,20 @@ def _commit(repo: Path) -> str:
     return out.stdout.decode().strip()
 
 
-def _requirements(inst: Instance, inputs: Path, table: SpecTable, testbed: Path) -> str:
+def _requirements(inst: Instance, inputs: Path, table: SpecTable) -> str:
     given = inputs / "requirements" / f"{inst.instance_id}.txt"
     if given.is_file():
         return given.read_text()
     if str(inst.spec.get("packages", "")).strip() != "requirements.txt":
         return ""
     for rel in table.reqs_paths.get(inst.row.get("repo", ""), []):
-        if (testbed / rel).is_file():
-            return (testbed / rel).read_text()
+        try:
+            return read_source_file(inst.source, rel).decode()
+        except ImageInputError:
+            continue
     raise ImageInputError(f"{inst.instance_id}: spec packages=requirements.txt but none of "
                           f"{table.reqs_paths.get(inst.row.get('repo', ''), [])} is in the source and "
                           f"{given} is missing")  # fmt: skip
-
-
-def _digest(ctx: Path) -> str:
-    """sha256 over the staged context: Dockerfile, scripts, requirements, source files, wheel names and sizes."""
-    h = hashlib.sha256()
-    for p in sorted(ctx.rglob("*")):
-        if p.is_file() and ".git" not in p.relative_to(ctx).parts:
-            rel = str(p.relative_to(ctx))
-            h.update(rel.encode())
-            h.update(str(p.stat().st_size).encode() if rel.startswith("wheels/") else p.read_bytes())
-    return h.hexdigest()
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -127,11 +119,30 @@ def stage_env(plan: EnvPlan, ctx: Path, base_image: str, key: str, labels: str) 
     (ctx / "Dockerfile").write_text(text)
 
 
-def stage_instance(inst: Instance, ctx: Path, env_tag: str, local: list[str], labels: dict[str, str]) -> str:
-    """The instance image's context on top of its env (the source is already at ctx/testbed); its content hash."""
+@dataclass
+class StagedSource:
+    """A row's source: named by its hash at once, unpacked and committed only when something needs the files (a
+    present image needs neither: its labels carry the commit)."""
+
+    source: Path
+    testbed: Path
+    sha: str
+    base: str = ""  # the local commit, once unpacked
+
+    def unpack(self) -> str:
+        if not self.base:
+            _unpack(self.source, self.testbed)
+            self.base = _commit(self.testbed)
+        return self.base
+
+
+def stage_instance(inst: Instance, ctx: Path, env_tag: str, local: list[str], source_sha: str) -> str:
+    """The instance image's scripts and Dockerfile on top of its env; the content hash of what goes into it (the
+    source by its hash: ctx/testbed need not be there yet)."""
     (ctx / "local-requirements.txt").write_text("".join(f"{r}\n" for r in local))
     (ctx / "setup.sh").write_text(instance_script(inst, bool(local)))
     (ctx / "Dockerfile").write_text(dockerfile_instance(env_tag, {}))
-    digest = _digest(ctx)
-    (ctx / "Dockerfile").write_text(dockerfile_instance(env_tag, {**labels, INPUTS_LABEL: digest}))
-    return digest
+    h = hashlib.sha256(f"source {source_sha}\n".encode())
+    for name in ("local-requirements.txt", "setup.sh", "Dockerfile"):
+        h.update(name.encode() + b"\0" + (ctx / name).read_bytes())
+    return h.hexdigest()

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -143,14 +144,16 @@ def download(files: list[dict[str, str]]) -> list[Path]:
 
 
 def lock_env(lines: list[str], src: Path, key_parts: list[str], py_full: str, glibc: str, wheels: Path,
-             what: str) -> tuple[list[str], list[Path]]:  # fmt: skip
-    """(pins, wheel files) for `lines` on the image's Python: from the cache when resolved before, else PyPI."""
+             what: str, prepare: Callable[[], object] = lambda: None) -> tuple[list[str], list[Path]]:  # fmt: skip
+    """(pins, wheel files) for `lines` on the image's Python: from the cache when resolved before, else PyPI
+    (`prepare()` first: it puts the source at `src`, which only a resolution needs)."""
     prefs = preferences(wheels) if wheels.is_dir() else ""
     key = hashlib.sha256("\0".join([*key_parts, py_full, glibc, prefs]).encode()).hexdigest()
     cached = cache_dir() / "locks" / f"{key}.txt"
     if cached.is_file():
         text = cached.read_text().splitlines()
     else:
+        prepare()
         text = resolve(lines, src, py_full, glibc, prefs, what)
         cached.parent.mkdir(parents=True, exist_ok=True)
         cached.write_text("\n".join(text) + "\n")

@@ -156,7 +156,8 @@ def test_source_commit_starts_no_automatic_gc(tmp_path):
 
 @pytest.mark.docker
 @pytest.mark.timeout(600)
-def test_build_grade_and_cache(inputs, tmp_path):
+def test_build_grade_and_cache(inputs, tmp_path, monkeypatch):
+    from swe_rl.tasks import swebench_stage
     from swe_rl.tasks.grading import docker_factory, grade_sync
     from swe_rl.tasks.loaders import load_tasks
     from swe_rl.tasks.swebench_build import build_inputs
@@ -183,8 +184,11 @@ def test_build_grade_and_cache(inputs, tmp_path):
     gold, empty, noop = (grade_sync(task, p, factory) for p in (GOLD, "", NOOP))
     assert gold.resolved and gold.reward == 1.0, gold.log[-1500:]
     assert not empty.resolved and not noop.resolved and noop.reward == 0.0
-    (again,) = build_inputs(inputs, tmp_path / "tasks2.jsonl")
-    assert again.status == "present"  # same inputs hash: no rebuild
+    # pytest.fail raises a BaseException: build_one's per-row catch lets it through
+    with monkeypatch.context() as m:
+        m.setattr(swebench_stage, "_unpack", lambda *a: pytest.fail("a present image unpacked its source"))
+        (again,) = build_inputs(inputs, tmp_path / "tasks2.jsonl")
+    assert again.status == "present", again.error  # same inputs hash: no rebuild, no unpack
     assert (tmp_path / "tasks2.jsonl").read_text() == (tmp_path / "tasks.jsonl").read_text()
     spec = json.loads((inputs / "specs.json").read_text())
     spec["swe-rl/calc"]["1.0"]["install"] = "python -c 'import tinydep, sys'"
