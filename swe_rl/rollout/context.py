@@ -102,13 +102,20 @@ def grading_reward_fn(
     sandbox_factory: SandboxFactory, timeout_s: float | None = None, *, fail_fast: bool = False
 ) -> RewardFn:
     """Our grader (swe_rl.tasks.grading) with sandboxes from `sandbox_factory`; `fail_fast` (training only:
-    evaluation reports keep every test's result) stops at a failing FAIL_TO_PASS test (swe_rl.tasks.failfast)."""
+    evaluation reports keep every test's result) stops at a failing FAIL_TO_PASS test (swe_rl.tasks.failfast),
+    for each task whose pre-run pays for itself (swe_rl.tasks.failfast_policy, learned from these gradings)."""
+    from swe_rl.tasks.failfast_policy import FailFastPolicy
     from swe_rl.tasks.grading import EVAL_TIMEOUT, grade
 
+    policy = FailFastPolicy() if fail_fast else None
+
     async def reward(task: Task, patch: str) -> Any:
-        return await grade(
-            task, patch, sandbox_factory, timeout=timeout_s or EVAL_TIMEOUT, fail_fast=fail_fast
-        )
+        first = policy is not None and policy.worth(task.instance_id)
+        result = await grade(task, patch, sandbox_factory, timeout=timeout_s or EVAL_TIMEOUT, fail_fast=first)
+        if policy is not None:
+            policy.observe(task.instance_id, result)
+            result = result if first else policy.mark(task.instance_id, result)
+        return result
 
     return reward
 

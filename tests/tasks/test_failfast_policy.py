@@ -1,0 +1,86 @@
+"""The adaptive fail-fast decision (swe_rl.tasks.failfast_policy): learned from the gradings' own cost, per task;
+and through the trainers' reward function (grading_reward_fn) on a real micro task in Docker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from swe_rl.tasks.failfast_policy import FailFastPolicy
+
+
+@dataclass(frozen=True)
+class R:  # the fields of a RewardResult the policy reads
+    reward: float | None
+    tests: dict[str, Any] = field(default_factory=dict)
+
+
+def graded(reward: float | None = 0.0, **cost: float) -> R:
+    return R(reward, {"cost": {"start": 1.0, **cost, "total": 9.0}})
+
+
+def test_pre_run_stays_on_until_both_costs_are_known():
+    p = FailFastPolicy()
+    assert p.worth("a")
+    p.observe("a", graded(failfast=3.0))  # a failing pre-run: its cost only
+    assert p.worth("a")
+    p.observe("a", graded(1.0, failfast=3.0, test_run=4.0))  # F2P passed: both (3 s is not < 2 s)
+    assert not p.worth("a")
+    assert p.worth("b")  # per task
+
+
+def test_a_pre_run_under_half_the_full_run_stays():
+    p = FailFastPolicy()
+    p.observe("a", graded(1.0, failfast=1.0, test_run=10.0))
+    assert p.worth("a")
+    # means, not the last grading: one slow pre-run (load) does not switch it off
+    p.observe("a", graded(0.0, failfast=6.0))
+    assert p.worth("a")  # mean 3.5 < 5
+    p.observe("a", graded(0.0, failfast=8.0))
+    assert not p.worth("a")  # mean 5 >= 5
+
+
+def test_infrastructure_failures_and_shared_results_teach_nothing():
+    p = FailFastPolicy()
+    p.observe("a", graded(None, failfast=9.0, test_run=1.0))
+    shared = R(1.0, {"cost": {"failfast": 9.0, "test_run": 1.0, "dedup_hit": True}})
+    p.observe("a", shared)
+    assert p.worth("a")
+    p.observe("a", graded(1.0, failfast=0.01, test_run=1.0))  # a runner it cannot select: ~0 s pre-run
+    assert p.worth("a")
+
+
+def test_mark_says_why_and_bad_share_is_rejected():
+    p = FailFastPolicy()
+    p.observe("a", graded(1.0, failfast=2.0, test_run=2.0))
+    marked = p.mark("a", graded(0.0, test_run=2.0))
+    assert marked.tests["fail_fast"]["pre_run"] == "not_worth"
+    assert "2.00 s" in marked.tests["fail_fast"]["why"] and marked.tests["cost"]["test_run"] == 2.0
+    with pytest.raises(ValueError, match="max_share"):
+        FailFastPolicy(max_share=0.0)
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(900)
+async def test_reward_fn_decides_from_its_own_gradings(tasks_micro_images, tasks_wrong_patch):
+    """Through grading_reward_fn as both trainers build it: the gold runs the pre-run (nothing known yet) and
+    then the full run; the next patch pre-runs or not exactly as the gold's two costs say, and the verdict is
+    the full run's either way (unresolved, no failure)."""
+    from swe_rl.rollout.context import grading_reward_fn
+    from swe_rl.tasks.grading import docker_factory
+
+    task = tasks_micro_images["swe-rl-micro__textkit-1"]
+    reward = grading_reward_fn(docker_factory(run_id="tasks-ffpolicy"), fail_fast=True)
+    gold = await reward(task, task.patch)
+    assert (gold.reward, gold.resolved, gold.tests["fail_fast"]["pre_run"]) == (1.0, True, "passed")
+    cost = gold.tests["cost"]
+    pays = cost["failfast"] < 0.5 * cost["test_run"]
+    wrong = await reward(task, tasks_wrong_patch)
+    assert (wrong.reward, wrong.resolved, wrong.failure) == (0.0, False, None), wrong.log[-800:]
+    if pays:  # the pre-run ran and stopped at the failing F2P test: no full run
+        assert "failed" in wrong.tests["fail_fast"] and "test_run" not in wrong.tests["cost"], wrong.tests
+    else:  # the pre-run was left out: the full run alone
+        assert wrong.tests["fail_fast"]["pre_run"] == "not_worth", wrong.tests.get("fail_fast")
+        assert "failfast" not in wrong.tests["cost"] and "test_run" in wrong.tests["cost"], wrong.tests
