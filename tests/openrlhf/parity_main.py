@@ -13,6 +13,7 @@ per-sample old / new log-probs and entropy, each (A,) as upstream aligns them):
 5. upstream's replay-buffer path (`split_experience_batch`, `remove_padding_in_sequences`, `make_experience_batch`)
    into training micro-batches, upstream's `iter_grad_accum_global_norm` normalizers for one optimizer step and
    upstream's `PolicyLoss`, each micro-batch's loss scaled by 1/gas as DeepSpeed scales it.
+A case with a `mutant` runs with that bug planted in our seam (`planted`), for the test's check that it fails.
 Named stand-in: the current policy's log-probs of each training micro-batch (what `training_step`'s actor forward
 computes) are the job's `new` values, found by the sample's token ids. Returned per sample (by rollout index):
 advantages, the action mask the loss sees, the loss's gradient with respect to those log-probs; and the loss.
@@ -20,9 +21,11 @@ advantages, the action mask the loss sees, the loss's gradient with respect to t
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import sys
 import types
+from collections.abc import Iterator
 
 import torch
 
@@ -32,7 +35,40 @@ def _pad(rows: list[torch.Tensor]) -> torch.Tensor:
     return torch.stack([torch.nn.functional.pad(r, (0, width - r.numel())) for r in rows])
 
 
+def _neighbour_turn(ent: torch.Tensor, idx) -> torch.Tensor:
+    """Every turn's tokens carry a neighbouring turn's mean entropy (the previous one; the first turn the next)."""
+    from swe_rl.algo.spans import broadcast, span_mean
+
+    s = torch.arange(idx.traj.numel())
+    nxt = torch.cat([idx.traj[1:] == idx.traj[:-1], torch.zeros(1, dtype=torch.bool)])
+    return broadcast(span_mean(ent, idx)[torch.where(idx.turn > 0, s - 1, torch.where(nxt, s + 1, s))], idx)
+
+
+@contextlib.contextmanager
+def planted(mutant: str | None) -> Iterator[None]:
+    """The bugs test_step_parity must catch, planted in our OpenRLHF seam for one case and removed after it
+    (the test plants the executor's shifted action mask itself, in the job)."""
+    from swe_rl.train.openrlhf import aem_seam, valid_groups
+
+    saved = aem_seam.apply_aem, valid_groups.row_valid
+    if mutant == "masked_member_in_baseline":  # an infra failure counted as a real 0 by the group statistics
+        valid_groups.row_valid = lambda exp: torch.ones(exp.action_mask.shape[0], dtype=torch.bool)
+    elif mutant == "aem_span_from_wrong_turn":
+        aem_seam.apply_aem = lambda adv, ent, idx, *a, **k: saved[0](
+            adv, _neighbour_turn(ent, idx), idx, *a, **k
+        )
+    try:
+        yield
+    finally:
+        aem_seam.apply_aem, valid_groups.row_valid = saved
+
+
 def run_case(case: dict) -> dict:
+    with planted(case.get("mutant")):
+        return _run_case(case)
+
+
+def _run_case(case: dict) -> dict:
     from openrlhf.models.loss import PolicyLoss
     from openrlhf.trainer.ppo_utils.experience import (
         make_experience_batch,

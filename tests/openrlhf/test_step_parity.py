@@ -52,6 +52,13 @@ CASES = {  # name: (OpenRLHF estimator, AEM on, entropy_span)
     "dr_grpo_aem_response": ("dr_grpo", True, "response"),
 }
 TOL = 1e-5
+# Bugs the comparison must catch (issue 37), planted in the OpenRLHF half only: (the case they break, the first
+# mismatch it must report). The executor's is planted here in the job, the seam's by parity_main.planted.
+MUTANTS = {
+    "action_mask_shifted": ("grpo", "the tokens each trainer trains on differ"),  # every turn one token early
+    "aem_span_from_wrong_turn": ("grpo_aem_response", "advantages differ"),  # α from a neighbouring turn
+    "masked_member_in_baseline": ("grpo", "advantages differ"),  # the infra failure counted as a real 0
+}
 
 
 def _trajectory(rng: random.Random, g: int, k: int, reward, exit_status: str):
@@ -173,6 +180,13 @@ def _job(orl_parse, tokenizer, batch) -> dict:
                 "old": [o[1:] for _, o, _, _ in batch], "new": [n[1:] for _, _, n, _ in batch],
                 "ent": [e[1:] for _, _, _, e in batch],
             }  # fmt: skip
+    for mutant, (case, _) in MUTANTS.items():
+        job[f"{case}|{mutant}"] = {**job[case], "mutant": mutant}
+        if mutant == "action_mask_shifted":
+            job[f"{case}|{mutant}"]["responses"] = [
+                {**r, "action_ranges": [(a - 1, b - 1) for a, b in r["action_ranges"]]}
+                for r in job[case]["responses"]
+            ]
     return job
 
 
@@ -198,34 +212,65 @@ def _aligned(orl: dict, key: str, lengths: list[int]) -> torch.Tensor:
                         for i in range(len(lengths))])  # fmt: skip
 
 
+def _alpha(adv: torch.Tensor, base: torch.Tensor, on: torch.Tensor) -> torch.Tensor:
+    """AEM's α per token: the modulated over the unmodulated advantage where the latter is nonzero, else 1."""
+    return torch.where(on, adv / base.where(on, torch.ones(())), torch.ones(()))
+
+
+def _mismatches(orl: dict, key: str, ours: dict, base: dict | None) -> list[str]:
+    """What differs between OpenRLHF's result `orl[key]` and the built-in step `ours` (empty: parity to TOL).
+    `base`: the built-in step without AEM, to compare α against OpenRLHF's `|base` case."""
+    theirs, mask = orl[key], ours["mask"]
+    if not torch.equal(_aligned(theirs, "mask", ours["len"]), mask):
+        return ["the tokens each trainer trains on differ"]
+    out = []
+    adv_theirs = _aligned(theirs, "adv", ours["len"]) * mask
+    if (d := float((adv_theirs - ours["adv"] * mask).abs().max())) > TOL:
+        out.append(f"advantages differ by up to {d:.3g}")
+    if abs(theirs["loss"] - ours["loss"]) >= TOL:
+        out.append(f"the losses differ: {theirs['loss']} vs {ours['loss']}")
+    grad = _aligned(theirs, "grad", ours["len"])
+    if not torch.allclose(grad, ours["grad"], rtol=1e-4, atol=1e-7):
+        out.append(f"the gradients differ by up to {float((grad - ours['grad']).abs().max()):.3g}")
+    if base is not None:
+        on = (base["adv"].abs() > 1e-6) & (mask > 0)
+        base_theirs = _aligned(orl[key.split("|")[0] + "|base"], "adv", ours["len"])
+        d = float((_alpha(adv_theirs, base_theirs, on) - _alpha(ours["adv"], base["adv"], on)).abs().max())
+        if d > TOL:
+            out.append(f"AEM's α differs by up to {d:.3g}")
+    return out
+
+
+def _steps(case: str, batch) -> tuple[dict, dict | None]:
+    """The built-in trainer's step for `case`, and without AEM where the case has it."""
+    est, aem, span = CASES[case]
+    ours = builtin_step(builtin_algo(openrlhf_config(est, aem, span)), batch)
+    return ours, builtin_step(builtin_algo(openrlhf_config(est, False, span)), batch) if aem else None
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_openrlhf_path_and_builtin_trainer_take_the_same_step(parity, case):
     batch, orl = parity
-    est, aem, span = CASES[case]
-    algo = builtin_algo(openrlhf_config(est, aem, span))
-    ours = builtin_step(algo, batch)
-    theirs = orl[case]
+    ours, base = _steps(case, batch)
     mask = ours["mask"]
-    assert torch.equal(_aligned(theirs, "mask", ours["len"]), mask), (
-        "the tokens each trainer trains on differ"
-    )
     assert mask[7].sum() == 0 and mask[11].sum() == 0, (
         "the infra failure and the max_steps episode must not train"
     )
-    adv_theirs = _aligned(theirs, "adv", ours["len"]) * mask
-    torch.testing.assert_close(adv_theirs, ours["adv"] * mask, rtol=0, atol=TOL)
-    assert abs(theirs["loss"] - ours["loss"]) < TOL, (theirs["loss"], ours["loss"])
-    torch.testing.assert_close(_aligned(theirs, "grad", ours["len"]), ours["grad"], rtol=1e-4, atol=1e-7)
-    if not aem:  # the infra failure is out of its group's baseline: the valid 1, 1, 0, not 1, 1, 0, 0
+    assert _mismatches(orl, case, ours, base) == []
+    est = CASES[case][0]
+    if base is None:  # the infra failure is out of its group's baseline: the valid 1, 1, 0, not 1, 1, 0, 0
         want = {"group_norm": (1 - 2 / 3) / torch.tensor([1.0, 1.0, 0.0]).std(), "dr_grpo": 1 - 2 / 3}[est]
         assert abs(float(ours["adv"][4][mask[4] > 0][0]) - float(want)) < 1e-4
     else:
-        base = builtin_step(builtin_algo(openrlhf_config(est, False, span)), batch)
         on = (base["adv"].abs() > 1e-6) & (mask > 0)
-        alpha_ours = torch.where(on, ours["adv"] / base["adv"].where(on, torch.ones(())), torch.ones(()))
-        base_theirs = _aligned(orl[case + "|base"], "adv", ours["len"])
-        alpha_theirs = torch.where(on, adv_theirs / base_theirs.where(on, torch.ones(())), torch.ones(()))
-        torch.testing.assert_close(alpha_theirs, alpha_ours, rtol=0, atol=TOL)
-        assert float(alpha_ours[on].max() - alpha_ours[on].min()) > 0.3, (
-            "α must vary for the check to mean much"
-        )
+        alpha = _alpha(ours["adv"], base["adv"], on)
+        assert float(alpha[on].max() - alpha[on].min()) > 0.3, "α must vary for the check to mean much"
+
+
+@pytest.mark.parametrize("mutant", list(MUTANTS))
+def test_parity_check_fails_with_a_planted_bug(parity, mutant):
+    """The comparison above has the power to fail: with one bug planted in the OpenRLHF half it reports it."""
+    batch, orl = parity
+    case, first = MUTANTS[mutant]
+    found = _mismatches(orl, f"{case}|{mutant}", *_steps(case, batch))
+    assert found and found[0].startswith(first), f"{mutant} planted, the parity check reports {found}"
