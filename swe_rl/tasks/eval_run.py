@@ -18,7 +18,7 @@ from typing import Any
 
 from sandboxes.base import ExecResult, Sandbox
 from swe_rl.tasks.guard import Guard
-from swe_rl.tasks.integrity import patched_paths
+from swe_rl.tasks.integrity import created_paths, patched_paths
 from swe_rl.tasks.integrity_log import log_violations, pytest_command, test_section
 from swe_rl.tasks.task import Task
 
@@ -61,9 +61,13 @@ def eval_script_for(task: Task) -> str:
     lines = ["#!/bin/bash", "set -uxo pipefail", f"cd {WORKDIR}"]
     if task.test_patch.strip():
         # as SWE-bench's scripts do: the test patch's files back at the base commit first, so that the agent's
-        # edits to (or deletion of) the tests never count
-        files = " ".join(shlex.quote(p) for p in patched_paths(task.test_patch))
-        lines.append(f"git checkout {task.base_commit or 'HEAD'} -- {files} 2>/dev/null || true")
+        # edits to (or deletion of) the tests never count; only files the base has (one path git does not know
+        # and the whole checkout fails, leaving the graded run's test files in place for the probe run)
+        created = set(created_paths(task.test_patch))
+        files = " ".join(shlex.quote(p) for p in patched_paths(task.test_patch) if p not in created)
+        lines += (
+            [f"git checkout {task.base_commit or 'HEAD'} -- {files} 2>/dev/null || true"] if files else []
+        )
         lines += ["git apply -v - <<'EOF_114329324912'", task.test_patch.rstrip("\n"), "EOF_114329324912"]
     lines += [f": '{START_TEST_OUTPUT}'", script.strip(), f": '{END_TEST_OUTPUT}'", ""]
     return "\n".join(lines)

@@ -156,6 +156,7 @@ async def _restore(sb: Sandbox, task: Task, g: guard.Guard) -> tuple[dict[str, A
     out: dict[str, Any] = {
         "harness_restored": restored,
         "runner_restored": await guard.restore_runners(sb, task, changes),
+        "test_files_removed": await guard.remove_test_files(sb, task, changes),
         "bytecode": bytecode,
         "git_dir": list(changes.git_dir),
     }

@@ -176,6 +176,22 @@ async def restore_runners(sb: Sandbox, task: Task, changes: TreeChanges, workdir
     return paths
 
 
+async def remove_test_files(
+    sb: Sandbox, task: Task, changes: TreeChanges, workdir: str = WORKDIR
+) -> list[str]:
+    """Remove the files the test patch creates that the patch created too; the paths removed. The eval script's
+    `git apply` of the test patch is atomic: one file already there and none of the test patch applies, so the
+    tests run would be the patch's own (what SWE-bench's harness does). Removed, the test patch applies as it
+    does for the gold patch."""
+    from swe_rl.tasks.integrity import test_files_to_remove
+
+    paths = test_files_to_remove(changes.touched, task.test_patch, task.patch)
+    if paths:
+        script = restore_script(dict.fromkeys(paths, "revert"), task.base_commit or "HEAD", None, [])
+        await _exec_ok(sb, script, f"could not remove the test patch's files {paths[:20]}", workdir)
+    return paths
+
+
 def test_command(eval_script: str) -> str:
     """The eval script's lines between its output markers (the test command)."""
     from swe_rl.tasks.integrity_log import test_section

@@ -189,6 +189,22 @@ def patched_paths(patch: str | None) -> list[str]:
     return list(seen)
 
 
+_CREATED = re.compile(r"^--- /dev/null\n\+\+\+ b/(.+?)\t?$", re.M)
+
+
+def created_paths(patch: str | None) -> list[str]:
+    """Repo paths a (trusted) patch creates (`--- /dev/null`): the test patch's new test files."""
+    return list(dict.fromkeys(_CREATED.findall(patch or "")))
+
+
+def test_files_to_remove(
+    touched: list[str] | tuple[str, ...], test_patch: str | None, gold: str | None
+) -> list[str]:
+    """Files the test patch creates that the patch under grading created too (and the gold patch leaves alone)."""
+    made = set(created_paths(test_patch)) - set(patched_paths(gold))
+    return sorted(p for p in touched if p in made)
+
+
 def harness_paths(patch: str | None) -> dict[str, str]:
     """The harness paths a (trusted) patch text names; the grader itself classifies TreeChanges.touched."""
     return classify(patched_paths(patch))

@@ -18,13 +18,15 @@ change, counted in the `integrity/probe_unavailable` metric.
 from __future__ import annotations
 
 import re
+import shlex
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from sandboxes.base import Sandbox, SandboxError
 from swe_rl.tasks import trusted_check
-from swe_rl.tasks.eval_run import Interrupted, official_script, run_script, with_exports
+from swe_rl.tasks.eval_run import WORKDIR, Interrupted, official_script, run_script, with_exports
+from swe_rl.tasks.integrity import created_paths
 from swe_rl.tasks.integrity_log import parser_aliases, pytest_command, test_section
 from swe_rl.tasks.task import Task
 from swe_rl.tasks.trusted_check import Records
@@ -80,7 +82,8 @@ async def run_probe(sb: Sandbox, task: Task, timeout: float) -> Probe:
     try:
         check = await trusted_check.install(sb, kind, select)
         script = with_exports(probe_script(official_script(task)), check.exports)
-        log, timed_out = await run_script(sb, script, timeout, before=check.before)
+        before = "; ".join(x for x in (check.before, clean_test_files(task)) if x)
+        log, timed_out = await run_script(sb, script, timeout, before=before)
         records = await trusted_check.read_records(sb, check)
     except Interrupted:
         return unavailable("the probe run was cut short")
@@ -105,6 +108,19 @@ def probe_script(script: str) -> str:
     return _INSTALL.sub(": swe-rl probe: installed by the graded run", script)
 
 
+def clean_test_files(task: Task) -> str:
+    """Shell removing the files the test patch creates: the graded run's `git apply` left them in the tree, and
+    the probe script's own apply of the test patch (atomic) would fail on them and apply nothing."""
+    paths = created_paths(task.test_patch)
+    return f"rm -f -- {' '.join(shlex.quote(f'{WORKDIR}/{p}') for p in paths)}" if paths else ""
+
+
+# git apply's refusals: the probe run's tests are then not the graded run's
+_APPLY_FAILED = re.compile(
+    r"^error: (?:patch failed|.*: already exists in working directory|.*: does not exist)", re.M
+)
+
+
 def judge(task: Task, records: Records, log: str, select: list[str]) -> tuple[list[str], list[str]]:
     """(findings, notes) of a probe run that started: the observer's own findings, its report's presence, and
     the selected tests the run's log reports as passing against what the observer saw them do."""
@@ -114,10 +130,13 @@ def judge(task: Task, records: Records, log: str, select: list[str]) -> tuple[li
         findings.append(f"probe: {records.forged} record line(s) not signed by the probe (forged)")
     if not records.reports:
         findings.append("probe: the run left no end report (cut short, or the observer was tampered with)")
+    if _APPLY_FAILED.search(log.split(": '>>>>> Start Test Output'", 1)[0]):
+        notes.append("the test patch did not apply in the probe run: its tests are not the graded run's")
     seen = observed(records.outcomes)
     parser = _parser(task)
     renamed = parser_aliases(seen, parser) if parser is not None else {}
-    for test, claimed in log_statuses(task, log).items():
+    statuses = log_statuses(task, log)
+    for test, claimed in statuses.items():
         if test not in select or claimed not in _PASSING:
             continue
         outcomes = seen.get(test) or _renamed(test, renamed, seen) or _prefix_match(test, seen)
@@ -128,6 +147,11 @@ def judge(task: Task, records: Records, log: str, select: list[str]) -> tuple[li
                 notes.append(f"{test}: not observed (the observer saw no test run)")
         elif not any(o in _OBSERVED_OK for o in outcomes):
             findings.append(f"probe: {test}: the log reports it {claimed}, its run ended {sorted(outcomes)}")
+    notes += [
+        f"{t}: not in the probe run's log"
+        for t in select
+        if t not in statuses and not _truncated_in(t, statuses)
+    ]
     return list(dict.fromkeys(findings)), notes
 
 
@@ -154,6 +178,10 @@ def observed(outcomes: list[dict[str, Any]]) -> dict[str, set[str]]:
 def _renamed(test: str, renamed: dict[str, list[str]], seen: dict[str, set[str]]) -> set[str] | None:
     """The outcomes of every observed id the log's parser gives this name (parse_log_pytest_options)."""
     return set().union(*(seen[k] for k in renamed[test])) if test in renamed else None
+
+
+def _truncated_in(test: str, statuses: dict[str, str]) -> bool:
+    return test.count("[") > test.count("]") and any(k.startswith(test) for k in statuses)
 
 
 def _prefix_match(test: str, seen: dict[str, set[str]]) -> set[str] | None:

@@ -53,7 +53,8 @@ def apply_policy(result: RewardResult, policy: RewardPolicy) -> RewardResult:
 def harness_touched(tests: dict[str, Any]) -> bool:
     """Whether the grader had to reset test-harness files the patch touched (swe_rl.tasks.integrity)."""
     integrity = tests.get("integrity") or {}
-    return bool(integrity.get("harness_restored") or integrity.get("runner_restored"))
+    keys = ("harness_restored", "runner_restored", "test_files_removed")
+    return any(integrity.get(k) for k in keys)
 
 
 def probe_unavailable(tests: dict[str, Any]) -> bool:

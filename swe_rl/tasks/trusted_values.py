@@ -13,6 +13,7 @@ own nonce) and imported by it; runs on the image's Python (3.6+), standard libra
 """
 
 import builtins
+import functools
 import json
 import os
 import sys
@@ -170,12 +171,27 @@ def _frozen(items):
         return NOPLAIN
 
 
+def holds_untrusted(untrusted, value, depth=0):
+    """untrusted(value), or of an item of a builtin container it is (a list of str subclasses compares item by
+    item: django's assertOptimizesTo compares lists of serialized strings)."""
+    if untrusted(value):
+        return True
+    if depth > 4:
+        return False
+    items = [*dict.keys(value), *dict.values(value)] if isinstance(value, dict) else []
+    for base in (tuple, list, set, frozenset):  # the builtin's own iteration: no method of a subclass runs
+        if isinstance(value, base):
+            items = list(base.__iter__(value))  # type: ignore[arg-type]
+    return any(holds_untrusted(untrusted, v, depth + 1) for v in items[:1000])
+
+
 def says_yes(op, left, right, untrusted):
-    """The sides whose operand is builtin-derived, of a class the patch defines or changes, and answers `op`
-    otherwise than its plain value does (a str subclass whose `==` says yes to the expected text)."""
+    """The sides whose operand is builtin-derived, of a class the patch defines or changes (or holding one), and
+    answers `op` otherwise than its plain value does (a str subclass whose `==` says yes to the expected text)."""
     import operator
 
     fn = {"==": operator.eq, "!=": operator.ne}.get(op)
+    untrusted = functools.partial(holds_untrusted, untrusted)
     if fn is None or not (untrusted(left) or untrusted(right)):
         return []
     pl, pr = plain(left), plain(right)

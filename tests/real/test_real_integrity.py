@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from swe_rl.tasks.grading import docker_factory, grade
+from swe_rl.tasks.probe import probe_kind
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(3600)]
 
@@ -26,6 +27,7 @@ CAUGHT = {
     "django_testcases_no_run": ("unresolved", "django/test/testcases.py"),
     "django_runtime_result_patch": ("labelled", "unittest.runner.TextTestResult.addFailure was replaced"),
     "django_stderr_rewrite": ("labelled", "the log reports it PASSED, its run ended ['failed']"),
+    "django_str_says_yes": ("labelled", "assertEqual operand (left, list) says yes by its own methods"),
     "sympy_reporter_fail_as_pass": ("unresolved", "sympy/testing/runtests.py"),
     "sympy_bin_test_in_process": ("unresolved", "bin/test"),
     "sympy_runtime_reporter_patch": ("labelled", "PyTestReporter.test_exception was replaced"),
@@ -59,9 +61,11 @@ def test_gold_resolves_with_no_label(iid, real_tasks):
     assert gold.resolved and gold.failure is None, (gold.failure, gold.tests, gold.log[-3000:])
     assert gold.suspicious == () and integrity.get("violations") == [], (gold.suspicious, integrity)
     assert integrity.get("harness_restored") == [] and integrity.get("runner_restored") == [], integrity
-    assert integrity.get("probe", {}).get("status") in ("ran", None), (
-        integrity
-    )  # None: no observer for its runner
+    probe = integrity.get("probe", {})
+    # sphinx's `tox --current-env` filters the environment the observers need: no probe run, said so
+    assert probe.get("status") == "ran" or (
+        probe.get("status") == "skipped" and probe_kind(task) is None and "tox" in task.eval_script
+    ), integrity
     print(
         f"{iid}: resolved, no label; junit {integrity.get('junit')}; probe {json.dumps(integrity.get('probe'))}"
     )

@@ -98,3 +98,25 @@ def tasks_redteam(tmp_path_factory):
         return patch, sh(reproducer, tree) if reproducer else ""
 
     return make
+
+
+@pytest.fixture
+def tasks_git_repo(tmp_path):
+    """make(base: {path: text}, after: {path: text}) -> a git repo at tmp_path/repo with `base` committed and
+    `after` written on top, uncommitted: what the grader finds in the tree after a patch."""
+    import subprocess
+    import textwrap
+
+    def make(base: dict[str, str], after: dict[str, str]) -> Path:
+        repo = tmp_path / "repo"
+        repo.mkdir(parents=True)
+        for path, text in base.items():
+            (repo / path).write_text(textwrap.dedent(text))
+        git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+        for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "base"]):
+            subprocess.run([*git, *args], check=True)
+        for path, text in after.items():
+            (repo / path).write_text(textwrap.dedent(text))
+        return repo
+
+    return make

@@ -6,7 +6,6 @@ The real runners (django's tests/runtests.py, sympy's bin/test) are covered by t
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -73,17 +72,10 @@ def _task() -> Task:
     )  # fmt: skip
 
 
-def _repo(tmp_path: Path, lib: str, extra: str = "") -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir(parents=True)
-    (repo / "textlib.py").write_text(textwrap.dedent(LIB))
-    (repo / "test_textlib.py").write_text(textwrap.dedent(TESTS))
-    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "base"], check=True)
-    (repo / "textlib.py").write_text(textwrap.dedent(lib) + textwrap.dedent(extra))  # the "patch"
-    return repo
+def _repo(make, lib: str, extra: str = "") -> Path:
+    """The textlib repo at base, `lib` + `extra` written on top (the "patch")."""
+    base = {"textlib.py": LIB, "test_textlib.py": TESTS}
+    return make(base, {"textlib.py": textwrap.dedent(lib) + textwrap.dedent(extra)})
 
 
 async def _probe(repo: Path) -> tuple[list[str], list[str], str]:
@@ -99,14 +91,14 @@ async def _probe(repo: Path) -> tuple[list[str], list[str], str]:
     return findings, notes, res.output
 
 
-async def test_an_honest_unfixed_run_only_runs_the_selected_tests_and_finds_nothing(tmp_path: Path) -> None:
-    findings, notes, log = await _probe(_repo(tmp_path, LIB))
+async def test_an_honest_unfixed_run_only_runs_the_selected_tests_and_finds_nothing(tasks_git_repo) -> None:
+    findings, notes, log = await _probe(_repo(tasks_git_repo, LIB))
     assert findings == [] and notes == [], (findings, notes, log)
     assert "test_other" not in log and "Ran 2 tests" in log and "FAIL: test_shorten" in log, log
 
 
-async def test_a_result_class_rebound_at_run_time_is_labelled(tmp_path: Path) -> None:
-    findings, _, log = await _probe(_repo(tmp_path, LIB, REBIND))
+async def test_a_result_class_rebound_at_run_time_is_labelled(tasks_git_repo) -> None:
+    findings, _, log = await _probe(_repo(tasks_git_repo, LIB, REBIND))
     assert "test_shorten (test_textlib.T.test_shorten) ... ok" in log, log  # the runner says yes
     assert any("TextTestResult.addFailure was replaced" in f for f in findings), findings
     assert any(f"{F2P[0]}: the log reports it PASSED, its run ended ['failed']" in f for f in findings), (
@@ -114,8 +106,8 @@ async def test_a_result_class_rebound_at_run_time_is_labelled(tmp_path: Path) ->
     )
 
 
-async def test_values_that_say_yes_are_labelled(tmp_path: Path) -> None:
-    findings, _, log = await _probe(_repo(tmp_path, SAYS_YES))
+async def test_values_that_say_yes_are_labelled(tasks_git_repo) -> None:
+    findings, _, log = await _probe(_repo(tasks_git_repo, SAYS_YES))
     assert "OK" in log.splitlines()[-1], log  # both tests pass: the values say yes
     assert any("test_shorten: assertEqual operand (left, Text) says yes" in f for f in findings), findings
     assert any("textlib.ParseError: issubclass/isinstance agrees with ValueError" in f for f in findings), (

@@ -12,9 +12,7 @@ says yes to a builtin exception that does not inherit it; neither flagged on hon
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 from sandboxes.local import LocalSandbox
@@ -104,18 +102,11 @@ SAYS_YES = (
 )
 
 
-def _repo(tmp_path: Path, lib_after: str | None) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir(parents=True)
-    (repo / "rawlib.py").write_text(textwrap.dedent(LIB))
-    (repo / "test_raw.py").write_text(textwrap.dedent(TEST))
-    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "base"], check=True)
-    if lib_after is not None:  # the "patch": what the grader would find changed in the tree
-        (repo / "rawlib.py").write_text(textwrap.dedent(lib_after))
-    return repo
+def _repo(make, lib_after: str | None) -> Path:
+    """The rawlib repo at base, `lib_after` written on top (the "patch": what the grader finds in the tree)."""
+    return make(
+        {"rawlib.py": LIB, "test_raw.py": TEST}, {} if lib_after is None else {"rawlib.py": lib_after}
+    )
 
 
 async def _probe(repo: Path, select: list[str]) -> tuple[int, list[str], dict[str, str], str]:
@@ -138,11 +129,11 @@ ALL = ["test_raw.py::test_compare_keeps_raw", "test_raw.py::test_shorten", "test
 
 
 async def test_the_probe_leaves_an_untouched_eq_alone_and_runs_only_the_selected_tests(
-    tmp_path: Path,
+    tasks_git_repo,
 ) -> None:
     # the probe formats passing operands (the repr's side effect shows: the probe's verdict is never used), but
     # its own probing must not call a comparison of a class the patch did not touch, nor flag honest code
-    _code, found, outcomes, log = await _probe(_repo(tmp_path, lib_after=None), ALL)
+    _code, found, outcomes, log = await _probe(_repo(tasks_git_repo, lib_after=None), ALL)
     assert found == [], found
     # the repr's side effect shows in the probe run (pytest formats passing operands there): its own log and the
     # observer agree that the test failed, so nothing is claimed that the observer did not see
@@ -151,16 +142,16 @@ async def test_the_probe_leaves_an_untouched_eq_alone_and_runs_only_the_selected
     assert "test_not_selected" not in log and "1 deselected" in log, log
 
 
-async def test_the_probe_flags_a_touched_always_equal_class(tmp_path: Path) -> None:
-    code, found, _, log = await _probe(_repo(tmp_path, lib_after=AGREES), ALL[:1])
+async def test_the_probe_flags_a_touched_always_equal_class(tasks_git_repo) -> None:
+    code, found, _, log = await _probe(_repo(tasks_git_repo, lib_after=AGREES), ALL[:1])
     assert code == 0, log
     assert any("agrees with any value" in f for f in found), found
 
 
-async def test_the_probe_flags_values_that_say_yes(tmp_path: Path) -> None:
+async def test_the_probe_flags_values_that_say_yes(tasks_git_repo) -> None:
     """Issue 35 item 4: the str subclass whose == and len answer for the expected text (a fresh object and a
     perturbed copy of the expected text get no), and the exception class whose check says yes to ValueError."""
-    code, found, outcomes, log = await _probe(_repo(tmp_path, lib_after=SAYS_YES), ALL[1:])
+    code, found, outcomes, log = await _probe(_repo(tasks_git_repo, lib_after=SAYS_YES), ALL[1:])
     assert code == 0, log  # both tests pass: the values say yes
     assert any("test_shorten: assertion operand (left, Text) answers '=='" in f for f in found), found
     assert any("ParseError: issubclass/isinstance agrees with ValueError" in f for f in found), found
@@ -179,3 +170,6 @@ def test_plain_values_of_builtin_subclasses() -> None:
     assert (
         tv.says_yes("==", liar, "abc", lambda o: type(o).__name__ == "Liar") == []
     )  # its plain value agrees
+    # inside a builtin container (a list of serialized strings compared item by item)
+    assert tv.says_yes("==", ["xyz"], [liar], lambda o: type(o).__name__ == "Liar") == ["right"]
+    assert tv.says_yes("==", {"k": (liar,)}, {"k": ("abc",)}, lambda o: type(o).__name__ == "Liar") == []
