@@ -61,8 +61,8 @@ async def noop_patch(task) -> str:
     return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -{n},1 +{n},2 @@\n {last.rstrip(chr(10))}\n+# swe-rl no-op\n"
 
 
-def official(task, patch: str, work: Path) -> tuple[float, float, bool | None]:
-    """(run_instance's own span from its log, the whole process, resolved) of swebench's run_evaluation."""
+def official(task, patch: str, work: Path) -> tuple[float, float, dict]:
+    """(run_instance's own span from its log, the whole process, its report) of swebench's run_evaluation."""
     from swe_rl.tasks.official import run_official
 
     t0 = time.perf_counter()
@@ -70,7 +70,7 @@ def official(task, patch: str, work: Path) -> tuple[float, float, bool | None]:
     proc = time.perf_counter() - t0
     log = next(work.glob(f"logs/run_evaluation/bench/*/{task.instance_id}/run_instance.log"))
     stamps = [dt.datetime.strptime(s, "%Y-%m-%d %H:%M:%S,%f") for s in _STAMP.findall(log.read_text())]
-    return (stamps[-1] - stamps[0]).total_seconds(), proc, reports[task.instance_id].get("resolved")
+    return (stamps[-1] - stamps[0]).total_seconds(), proc, reports[task.instance_id]
 
 
 async def ours(task, patch: str, fail_fast: bool):
@@ -100,10 +100,12 @@ def measure(tasks, rounds: int, tmp: Path) -> list[dict]:
                 row = {"id": task.instance_id, "kind": kind}
                 if kind != "empty":
                     work = tmp / f"off-{rnd}-{task.instance_id}-{kind}"
-                    row["official"], row["official_proc"], row["official_resolved"] = official(
-                        task, patch, work
-                    )
+                    row["official"], row["official_proc"], off = official(task, patch, work)
+                    row["official_resolved"] = off.get("resolved")
                 row["full"], full = asyncio.run(ours(task, patch, False))
+                if kind != "empty":  # ours full lists every test as the official harness does
+                    row["same_tests"] = full.tests.get("tests_status") == off.get("tests_status")
+                row["install"] = full.tests.get("integrity", {}).get("install", "")
                 row["ff"], fast = asyncio.run(ours(task, patch, True))
                 row["resolved"], row["ff_resolved"] = full.resolved, fast.resolved
                 row["cost"], row["ff_cost"] = full.tests.get("cost", {}), fast.tests.get("cost", {})
@@ -130,6 +132,9 @@ def report(rows: list[dict], label: str) -> None:
         f"verdicts: ours full = fail-fast = official on every patch: {not bad}"
         + (f" (differ: {bad})" if bad else "")
     )
+    differ = [(r["id"], r["kind"]) for r in rows if r.get("same_tests") is False]
+    print(f"per-test results: ours full = official on every gold and no-op: {not differ}"
+          + (f" (differ: {differ})" if differ else ""))  # fmt: skip
     print(f"gold:  ours/official = {tot('gold', 'full') / tot('gold', 'official'):.2f}  (goal <= 0.5; official incl. "
           f"process start: {tot('gold', 'full') / tot('gold', 'official_proc'):.2f})")  # fmt: skip
     print(
@@ -138,11 +143,15 @@ def report(rows: list[dict], label: str) -> None:
     for kind in ("noop", "empty"):
         print(f"{kind}: fail-fast/full = {tot(kind, 'ff') / tot(kind, 'full'):.2f}  (goal <= 0.33)")
     print(f"noop:  ours full/official = {tot('noop', 'full') / tot('noop', 'official'):.2f}")
-    shares = {
-        r["id"]: r["cost"].get("probe", 0.0) / r["cost"]["test_run"] for r in rows if r["kind"] == "gold"
-    }
-    print("integrity layer (probe run / graded run), gold, per instance: "
-          + ", ".join(f"{i} {s:.0%}" for i, s in shares.items()) + f"  (max {max(shares.values()):.0%}, goal <= 25%)")  # fmt: skip
+    gold = [r for r in rows if r["kind"] == "gold"]
+    # on top of the plain grading: the same grading less its probe run (the detection layer's only sandbox work)
+    probe = {r["id"]: r["cost"].get("probe", 0.0) for r in gold}
+    shares = {r["id"]: probe[r["id"]] / (r["cost"]["total"] - probe[r["id"]]) for r in gold}
+    print("integrity layer (probe run / the rest of the grading), gold, per instance: "
+          + ", ".join(f"{i} {s:.0%} ({probe[i]:.1f} s)" for i, s in shares.items())
+          + f"  (max {max(shares.values()):.0%}, goal <= 25%)")  # fmt: skip
+    runs = {r["id"]: r["cost"].get("probe", 0.0) / r["cost"]["test_run"] for r in gold}
+    print("  probe run / graded run alone: " + ", ".join(f"{i} {s:.0%}" for i, s in runs.items()))
     from swe_rl.tasks.cost import summary
 
     for kind, key in (("gold", "cost"), ("noop", "cost"), ("noop", "ff_cost"), ("empty", "ff_cost")):

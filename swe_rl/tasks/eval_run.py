@@ -148,12 +148,15 @@ class GradedRun:
     violations: tuple[str, ...] = ()
 
 
-async def graded_run(sb: Sandbox, task: Task, timeout: float, g: Guard | None) -> GradedRun:
+async def graded_run(
+    sb: Sandbox, task: Task, timeout: float, g: Guard | None, script: str | None = None
+) -> GradedRun:
     """The official run (see the module docstring). When pytest's junit record may have changed a result
     (integrity_log.junit_footprint), the verdict comes from a second run without it; the first run's record
-    still counts against what that run's log claimed (a forged pass stays a violation)."""
+    still counts against what that run's log claimed (a forged pass stays a violation). `script`: the official
+    script with its editable install guarded (swe_rl.tasks.install_skip, issue 36), else official_script(task)."""
     junit = g is not None and junit_run(task)
-    script = official_script(task)
+    script = script or official_script(task)
     if g is None:
         return GradedRun(*await run_script(sb, script, timeout))
     log, timed_out = await run_script(

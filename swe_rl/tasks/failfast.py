@@ -15,11 +15,8 @@ the F2P tests (`select_command`, per runner). The rule:
 - The selection is a superset of the F2P tests, never a subset: pytest node ids without their parameters (swebench
   truncates long ids), django labels `module.Class.method`, sympy's `-k` keywords (substring matches). A runner or
   a name we cannot select (django docstring names, other parsers, tox without `--`) gets no pre-run.
-- The repository's editable install (`pip install -e .`, the eval script's most expensive line on small suites)
-  is skipped in the pre-run only when it cannot change what the tests import: every path the patch touched
-  (read from the tree by the tree guard) is a source or data file inside a package (not at the root), no
-  packaging file at the root names it, and, checked inside the sandbox before the tests, each such package
-  already imports from /testbed (the image's editable install is in place); otherwise the line runs.
+- The repository's editable install (`pip install -e .`) runs only when the patch may concern it, as in the graded
+  run (swe_rl.tasks.install_skip).
 """
 
 from __future__ import annotations
@@ -31,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from swe_rl.tasks.install_skip import guarded
 from swe_rl.tasks.integrity_log import test_section
 from swe_rl.tasks.task import Task
 
@@ -142,63 +140,7 @@ def select_command(task: Task, command: str) -> str | None:
     return None
 
 
-# The repository's editable install, as swebench's specs write it (other install lines always run).
-_EDITABLE = re.compile(
-    r"^\s*(?:python[\d.]* -m )?pip[\d.]* install(?: -(?!e\b)-?[\w-]+)* (?:-e|--editable) \.(?:\[[\w,-]+\])?"
-    r"(?: -(?!e\b)-?[\w-]+)*\s*$"
-)
-_OTHER_INSTALL = re.compile(r"\b(pip[\d.]* install|setup\.py|conda install|poetry install|build_ext)\b")
 _SHOW = re.compile(r"^\s*git (?:status|show|-c core\.fileMode=false diff [0-9a-f]+)\s*$")
-# files an editable install of the repository never reads (pure source and data inside a package)
-_NEUTRAL_EXT = (".py", ".pyi", ".txt", ".rst", ".md", ".html", ".json", ".yaml", ".yml", ".csv")
-PACKAGING = ("setup.py", "setup.cfg", "pyproject.toml", "MANIFEST.in")
-NON_PACKAGES = frozenset({"tests", "test", "testing", "docs", "doc", "examples", "benchmarks", "scripts"})
-# Runs on the image's Python (3.6+) from / with -I: each named top-level package must import from /testbed.
-_IMPORTS_FROM_TESTBED = (
-    "import importlib.util as u, sys\n"
-    "def ok(n):\n"
-    "    s = u.find_spec(n)\n"
-    "    locs = list(s.submodule_search_locations or []) + [s.origin or ''] if s else []\n"
-    "    return any(str(p).startswith('/testbed/') for p in locs)\n"
-    "sys.exit(0 if all(ok(n) for n in sys.argv[1:]) else 1)\n"
-)
-
-
-def install_lines(script: str) -> list[str] | None:
-    """The editable-install lines before the tests; None when some other install step is there (always run)."""
-    before = script.split(": '>>>>> Start Test Output'", 1)[0]
-    found = [ln for ln in before.split("\n") if _EDITABLE.match(ln)]
-    others = [ln for ln in before.split("\n") if _OTHER_INSTALL.search(ln) and not _EDITABLE.match(ln)]
-    return None if others else found
-
-
-def packages_to_check(touched: list[str] | tuple[str, ...], packaging_text: str) -> list[str] | None:
-    """The top-level packages the patch changed, each of which must import from /testbed for the install to be
-    skipped; None when the patch touched something the install reads (see the module docstring)."""
-    tops: dict[str, None] = {}
-    for path in touched:
-        parts = path.split("/")
-        if len(parts) < 2 or not path.endswith(_NEUTRAL_EXT):
-            return None  # the root (setup.py, a new top-level module) or a file a build step reads
-        if parts[0] == "src" and len(parts) < 3:
-            return None
-        top = parts[1] if parts[0] == "src" else parts[0]
-        if _named_by(path, packaging_text):
-            return None
-        if top not in NON_PACKAGES:
-            tops.setdefault(top)
-    return list(tops)
-
-
-def _named_by(path: str, text: str) -> bool:
-    """Whether packaging text names the file: its path, its module (`pkg.mod`, `pkg` for pkg/__init__.py) or
-    its file name (setup.py reading `release.py` through os.path.join)."""
-    rel = path.removeprefix("src/")
-    module = rel.rsplit(".", 1)[0].replace("/", ".").removesuffix(".__init__")
-    base = rel.rsplit("/", 1)[-1]
-    if path in text or base in text:
-        return True
-    return re.search(rf"(?<![\w.]){re.escape(module)}(?![\w])", text) is not None
 
 
 @dataclass(frozen=True)
@@ -219,22 +161,10 @@ def plan(
         return None
     head, sep, tail = official.partition(": '>>>>> Start Test Output'")
     tail = tail.replace("\n" + command + "\n", "\n" + narrowed + "\n", 1)
-    found = install_lines(official)
-    installs = found or []
+    # read-only display lines: they cannot change a test's outcome
+    head = "\n".join(ln for ln in head.split("\n") if not _SHOW.match(ln))
     # without the tree guard (bench only) what the patch touched is unknown: the install runs
-    tops = packages_to_check(touched, packaging_text) if found is not None and touched is not None else None
-    kept = "kept" if installs else "none"
-    lines = []
-    for ln in head.split("\n"):
-        if _SHOW.match(ln):  # read-only display lines: they cannot change a test's outcome
-            continue
-        if ln in installs and tops is not None:
-            check = shlex.quote(_IMPORTS_FROM_TESTBED)
-            names = " ".join(shlex.quote(t) for t in tops)
-            ln = f"if (cd / && python -I -c {check} {names}); then : swe-rl fail-fast: install unchanged; else {ln}; fi"
-            kept = "skipped if these import from /testbed: " + (", ".join(tops) or "(no package touched)")
-        lines.append(ln)
-    return Plan("\n".join(lines) + sep + tail, kept)
+    return Plan(*guarded(head + sep + tail, touched, packaging_text))
 
 
 _FAILING = ("FAILED", "ERROR")
@@ -271,14 +201,13 @@ class PreRun:
 
 
 async def pre_run(
-    sb: Any, task: Task, patch: str, timeout: float, g: Any, touched: tuple[str, ...] | None
+    sb: Any, task: Task, patch: str, timeout: float, g: Any, touched: tuple[str, ...] | None, packaging: str
 ) -> PreRun:
-    """The F2P-only pre-run in the grading sandbox (after the tree guard; `g`: its Guard or None)."""
-    from swe_rl.tasks.eval_run import WORKDIR, official_script, run_script
+    """The F2P-only pre-run in the grading sandbox (after the tree guard; `g`: its Guard or None; `packaging`:
+    install_skip.read_packaging's text)."""
+    from swe_rl.tasks.eval_run import official_script, run_script
 
-    files = " ".join(PACKAGING)
-    res = await sb.exec(f'for f in {files}; do [ -f "$f" ] && cat "$f"; done; true', cwd=WORKDIR, timeout=120)
-    p = plan(task, official_script(task), touched, res.output if res.exit_code == 0 else "\0unknown")
+    p = plan(task, official_script(task), touched, packaging)
     if p is None:
         return PreRun("skipped", why="the runner cannot select the FAIL_TO_PASS tests")
     if g is None:

@@ -5,7 +5,8 @@ Phases of one grading (`_grade_once`, in one sandbox):
 2. apply: swebench's GIT_APPLY_CMDS in order (git apply, --3way, --reject, patch --fuzz=5), resetting the tree
    between attempts, then the "already applied" reverse check (`_apply_patch`);
 3. tree guard: harness and runner files the patch touched reset (`restore_harness`);
-4. graded run: the official run (`graded_run`): the eval script built by swebench's `make_test_spec`, plus only
+4. graded run: the official run (`graded_run`): the eval script built by swebench's `make_test_spec` (its
+   editable install guarded: swe_rl.tasks.install_skip redoes it only for a patch it may concern), plus only
    the exit-code file and, for a pytest run, pytest's junit record (dropped, and the run repeated without it,
    when it may have changed a result: integrity_log.junit_footprint); `get_eval_report` on its log, then the log
    guards (`_verdict`);
@@ -44,9 +45,11 @@ from swe_rl.tasks.eval_run import (
     graded_run,
     instance_dict,
     no_exit_status,
+    official_script,
     report_from_log,
 )
 from swe_rl.tasks.failfast import PreRun, pre_run
+from swe_rl.tasks.install_skip import UNKNOWN, guarded, read_packaging
 from swe_rl.tasks.integrity_log import log_violations
 from swe_rl.tasks.probe import Probe, run_probe
 from swe_rl.tasks.reward import RewardResult, label_suspicious
@@ -256,17 +259,20 @@ async def _grade_once(
                 return RewardResult(0.0, False, tests, _cap(apply_log), None)
             with cost.phase("harness_reset"):
                 integrity, touched = await _restore(sb, task, g) if g else ({"violations": []}, None)
+                # issue 36 (cost helper): the image's editable install is not redone for a patch it cannot concern
+                packaging = await read_packaging(sb) if touched is not None else UNKNOWN
+                script, integrity["install"] = guarded(official_script(task), touched, packaging)
             pre = None
             if fail_fast:  # swe_rl.tasks.failfast: only a failing F2P test ends the grading here
                 with cost.phase("failfast"):
-                    pre = await pre_run(sb, task, patch, timeout, g, touched)
+                    pre = await pre_run(sb, task, patch, timeout, g, touched, packaging)
             if pre is not None and pre.outcome in ("passed", "undecided", "timeout"):
                 return pre
             if pre is not None and pre.report is not None:
                 log, report = pre.log, pre.report | {"empty_patch": not patch.strip(), "integrity": integrity}
             else:
                 with cost.phase("test_run"):
-                    run = await graded_run(sb, task, timeout, g)
+                    run = await graded_run(sb, task, timeout, g, script)
                 log = run.log
                 if run.timed_out:
                     return _infra("test_timeout", log + f"\n\nTimeout error: {timeout:g} seconds exceeded.")

@@ -12,6 +12,7 @@ import asyncio
 import pytest
 
 from swe_rl.tasks import failfast as ff
+from swe_rl.tasks import install_skip as inst
 from swe_rl.tasks.task import Task
 
 DJANGO = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 migrations.test_optimizer"
@@ -116,10 +117,10 @@ def test_plan_skips_the_install_only_for_a_patch_it_cannot_concern():
     assert ff.plan(t, t.eval_script, None, setup_cfg).install == "kept"  # no tree guard: nothing is known
     # setup.py reading a file by name (os.path.join('pkg', 'release.py')) keeps the install for that file
     assert (
-        ff.packages_to_check(["pkg/release.py"], "exec(open(os.path.join('pkg', 'release.py')).read())")
+        inst.packages_to_check(["pkg/release.py"], "exec(open(os.path.join('pkg', 'release.py')).read())")
         is None
     )
-    assert ff.packages_to_check(["src/pkg/a.py", "docs/x.rst"], "") == ["pkg"]
+    assert inst.packages_to_check(["src/pkg/a.py", "docs/x.rst"], "") == ["pkg"]
 
 
 def test_other_install_steps_always_run():
@@ -132,7 +133,7 @@ def test_other_install_steps_always_run():
         script = t.eval_script.replace("python -m pip install -e .", line)
         p = ff.plan(t, script, [], "")
         assert p is not None and p.install in ("kept", "none") and "python -I -c" not in p.script, line
-    assert ff.install_lines(t.eval_script.replace("-e .", "--editable .[test]")) == [
+    assert inst.install_lines(t.eval_script.replace("-e .", "--editable .[test]")) == [
         "python -m pip install --editable .[test]"
     ]
 
