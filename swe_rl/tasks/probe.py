@@ -61,9 +61,15 @@ def probe_kind(task: Task) -> str | None:
         return "unittest"
     if task.log_parser == "parse_log_sympy" and "bin/test" in command:
         return "sympy"
-    if pytest_command(command):
+    if pytest_command(command) or tox_current_env(command):
         return "pytest"
     return None
+
+
+def tox_current_env(command: str) -> bool:
+    """tox running the commands of its ini in the current Python (sphinx's `tox --current-env -epy39`): pytest
+    there, with tox's filtered environment (PYTEST_ADDOPTS passes where the ini says so; PYTHONPATH never)."""
+    return bool(re.search(r"\btox\b[^\n]*--current-env", command))
 
 
 async def run_probe(sb: Sandbox, task: Task, timeout: float) -> Probe:
@@ -81,7 +87,7 @@ async def run_probe(sb: Sandbox, task: Task, timeout: float) -> Probe:
 
     try:
         check = await trusted_check.install(sb, kind, select)
-        script = with_exports(probe_script(official_script(task)), check.exports)
+        script = with_exports(probe_script(official_script(task)), _exports(task, check))
         before = "; ".join(x for x in (check.before, clean_test_files(task)) if x)
         log, timed_out = await run_script(sb, script, timeout, before=before)
         records = await trusted_check.read_records(sb, check)
@@ -96,6 +102,12 @@ async def run_probe(sb: Sandbox, task: Task, timeout: float) -> Probe:
     findings, notes = judge(task, records, log, select)
     return Probe("ran", tuple(findings), kind=kind, notes=tuple(notes), seconds=time.monotonic() - t0,
                  selected=len(select))  # fmt: skip
+
+
+def _exports(task: Task, check: trusted_check.TrustedCheck) -> str:
+    """The observer's exports; under tox, its folder on the Python's path too (tox drops PYTHONPATH)."""
+    tox = tox_current_env(test_section(official_script(task)))
+    return f"{check.exports}; {check.site_path}" if tox else check.exports
 
 
 _INSTALL = re.compile(r"^\s*(python[\d.]* -m pip|pip[\d.]*) install\b.*$", re.M)

@@ -76,6 +76,14 @@ class TrustedCheck:
         return f"export {path}"
 
     @property
+    def site_path(self) -> str:
+        """Shell line putting the observer's folder on the current Python's path by a `.pth` file (read at every
+        start of that Python): for a test command that starts its Python with a filtered environment (tox
+        passes PYTEST_ADDOPTS, never PYTHONPATH), in the probe run's sandbox only, after the graded run."""
+        where = "$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')"
+        return f'echo {shlex.quote(self.dir)} > "{where}/{self.module}.pth"'
+
+    @property
     def before(self) -> str:
         """Shell run right before the probe run: pytest's cached rewrites of the test modules (written by the
         graded run with the assertion-pass hook off) are removed, so that pytest rewrites them with it on."""
