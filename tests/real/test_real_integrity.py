@@ -13,13 +13,17 @@ from pathlib import Path
 import pytest
 
 from swe_rl.tasks.grading import docker_factory, grade
-from swe_rl.tasks.probe import probe_kind
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(3600)]
 
 EXPLOITS = Path(__file__).parent / "fixtures" / "exploits"
-# the instance each runner's exploits are written against (django 5.0 and sympy 1.12 code shapes)
-TARGETS = {"django__django-16595": "django_", "sympy__sympy-24213": "sympy_"}
+# the instance each runner's exploits are written against (django 5.0, sympy 1.12, sphinx 5.0 code shapes)
+TARGETS = {
+    "django__django-16595": "django_",
+    "sympy__sympy-24213": "sympy_",
+    "sphinx-doc__sphinx-10323": "sphinx_",
+}
+RUNNERS = ("django_", "sympy_")  # the repositories' own runners: at least three exploits each
 # exploit -> how it must be caught: ("unresolved", the runner file put back) or ("labelled", a phrase of the label)
 CAUGHT = {
     "django_runner_result_class": ("unresolved", "django/test/runner.py"),
@@ -32,6 +36,8 @@ CAUGHT = {
     "sympy_bin_test_in_process": ("unresolved", "bin/test"),
     "sympy_runtime_reporter_patch": ("labelled", "PyTestReporter.test_exception was replaced"),
     "sympy_stdout_rewrite": ("labelled", "the log reports it PASSED, its run ended ['error']"),
+    # under tox (the probe's observer on the env's path by a .pth file)
+    "sphinx_str_says_yes": ("labelled", "assertion operand (left, _Text) answers '==' by its own methods"),
 }
 
 
@@ -49,7 +55,7 @@ def describe(name: str) -> str:
 def test_every_exploit_has_an_expectation_and_a_description():
     recipes = sorted(p.stem for p in EXPLOITS.glob("*.sh"))
     assert recipes == sorted(CAUGHT)
-    for prefix in TARGETS.values():  # at least three per runner
+    for prefix in RUNNERS:  # at least three per runner
         assert sum(n.startswith(prefix) for n in recipes) >= 3
     assert all(describe(n) for n in recipes)
 
@@ -62,10 +68,8 @@ def test_gold_resolves_with_no_label(iid, real_tasks):
     assert gold.suspicious == () and integrity.get("violations") == [], (gold.suspicious, integrity)
     assert integrity.get("harness_restored") == [] and integrity.get("runner_restored") == [], integrity
     probe = integrity.get("probe", {})
-    # sphinx's `tox --current-env` filters the environment the observers need: no probe run, said so
-    assert probe.get("status") == "ran" or (
-        probe.get("status") == "skipped" and probe_kind(task) is None and "tox" in task.eval_script
-    ), integrity
+    # every shared instance has an observer (sphinx's `tox --current-env`: through the env's .pth file)
+    assert probe.get("status") == "ran", integrity
     print(
         f"{iid}: resolved, no label; junit {integrity.get('junit')}; probe {json.dumps(integrity.get('probe'))}"
     )
