@@ -30,7 +30,9 @@ def noop_patch(task, inputs: Path) -> str:
 
 def test_gold_empty_noop_ours_and_official(iid, real_tasks, real_inputs, real_manifest, tmp_path):
     """Gold resolves (or, for an instance manifest.json marks `official_unresolved`, fails in ours exactly as in the
-    official harness), empty and no-op do not, and both harnesses report identical per-test results."""
+    official harness), empty and no-op do not, and both harnesses report identical per-test results (for one marked
+    `official_host_dependent`, on a host meeting its condition: all but the named tests, whose official status and
+    log line the entry gives)."""
     from swe_rl.tasks.grading import docker_factory, grade_sync
     from swe_rl.tasks.official import run_official
 
@@ -43,12 +45,45 @@ def test_gold_empty_noop_ours_and_official(iid, real_tasks, real_inputs, real_ma
     assert gold.resolved != bool(unresolvable), (unresolvable, gold.tests, gold.log[-2000:])
     assert gold.tests.get("integrity", {}).get("violations", []) == []  # no rule fires on a gold patch
     assert not empty.resolved and not noop.resolved and noop.reward == 0.0
+    host_dependent = applies_here(real_manifest.get(iid, {}).get("official_host_dependent"))
     for name, ours in (("gold", gold), ("noop", noop)):
         patch = task.patch if name == "gold" else noop_patch(task, real_inputs)
         _, reports = run_official([task], {iid: patch}, tmp_path / name, run_id=name)
         official = reports[iid]
+        if host_dependent:
+            log = tmp_path / name / "logs" / "run_evaluation" / name / "peer-model" / iid / "test_output.txt"
+            official = as_if_named_tests_ran(
+                official, host_dependent, log.read_text(), ours.tests["tests_status"]
+            )
         assert official.get("resolved") == ours.resolved, (name, official)
         assert official["tests_status"] == ours.tests["tests_status"], name
+
+
+def applies_here(entry: dict | None) -> dict | None:
+    """A manifest `official_host_dependent` entry when this host meets its condition (docker's cgroup version)."""
+    if not entry:
+        return None
+    got = subprocess.run(["docker", "info", "--format", "{{.CgroupVersion}}"], capture_output=True, text=True)
+    return entry if got.stdout.strip() == entry["host"]["docker_cgroup_version"] else None
+
+
+def as_if_named_tests_ran(official: dict, entry: dict, log: str, ours: dict) -> dict:
+    """The official report with the entry's tests moved from PASS_TO_PASS failure to success, after checking that they
+    are exactly the ones the host changed: the official log says why, they failed there and passed in ours, and the
+    official verdict was unresolved. The verdict is then recomputed from the moved lists (swebench's rule)."""
+    named = entry["tests"]
+    assert entry["log_says"] in log, entry["log_says"]
+    assert official.get("resolved") is False, official
+    status = {k: {kk: list(vv) for kk, vv in v.items()} for k, v in official["tests_status"].items()}
+    p2p = status["PASS_TO_PASS"]
+    assert [t for t in named if t in p2p["failure"]] == named, p2p["failure"]
+    assert set(named) <= set(ours["PASS_TO_PASS"]["success"]), ours["PASS_TO_PASS"]
+    p2p["failure"] = [t for t in p2p["failure"] if t not in named]
+    # in ours' order; a test official passed that ours did not stays in (last), so the comparison still sees it
+    order = {t: i for i, t in enumerate(ours["PASS_TO_PASS"]["success"])}
+    p2p["success"] = sorted({*p2p["success"], *named}, key=lambda t: (order.get(t, len(order)), t))
+    f2p = status["FAIL_TO_PASS"]
+    return {**official, "tests_status": status, "resolved": not f2p["failure"] and not p2p["failure"]}
 
 
 def swe_rl(*args: str, timeout: int = 3000) -> str:
