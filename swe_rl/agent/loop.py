@@ -100,7 +100,9 @@ async def run_episode(
     try:
         t0 = time.monotonic()
         await install_tools(sandbox, cfg.tools_dir)
-        base_commit = task.base_commit or await base_commit_of(sandbox, cfg.repo_dir, cfg.setup_timeout_s)
+        # the diff base is the tree the agent starts from, as the grader applies the patch onto that image: HEAD,
+        # not task.base_commit (a SWE-bench image's setup commit sits on top of it, e.g. sphinx's tox.ini edit)
+        base_commit = await base_commit_of(sandbox, cfg.repo_dir, cfg.setup_timeout_s)
         timing["setup_s"] += time.monotonic() - t0
 
         task_text = (

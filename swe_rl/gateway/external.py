@@ -188,7 +188,7 @@ def external_episode(agent: ExternalAgent, gateway: Gateway, *, repo_dir: str = 
 
     async def episode(task: Task, sandbox: Any, policy: Any, tokenizer: Any, cfg: Any, *,
                       sample_idx: int = 0) -> Trajectory:  # fmt: skip
-        base = task.base_commit or await base_commit_of(sandbox, repo_dir, 60)
+        base = await base_commit_of(sandbox, repo_dir, 60)  # HEAD at the start, as in swe_rl.agent.loop
         sid = f"{task.instance_id}.{sample_idx}.{secrets.token_hex(4)}"
         loop = asyncio.get_running_loop()
         bridge = LoopSandbox(sandbox, loop)

@@ -155,7 +155,8 @@ def train(
                 opt.zero_grad(set_to_none=True)
                 count = None if algo.epo.enabled else global_count(algo, loss_mask[mb_rows])
                 live = mb_rows[loss_mask[mb_rows].sum(1) > 0]
-                for micro in live.split(cfg.optim.micro_batch):
+                # an empty tensor splits into one empty piece: a minibatch with no policy token has no forward
+                for micro in live.split(cfg.optim.micro_batch) if live.numel() else ():
                     sub = batch.select(micro)
                     new_lp, new_ent = token_logprobs_entropy(
                         model, sub, chunk=cfg.optim.logit_chunk, with_entropy=needs_current_entropy(algo),

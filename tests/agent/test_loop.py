@@ -322,3 +322,25 @@ async def test_same_size_edit_right_after_commit_is_in_the_patch(
     ]
     traj = await run_episode(task, agent_sandbox, ReplayPolicy(tiny_tokenizer, replies), tiny_tokenizer, cfg)
     assert "-v = 1\n+v = 9" in traj.patch, traj.patch
+
+
+async def test_the_patch_leaves_out_the_images_setup_commit(
+    agent_repo, agent_sandbox, agent_cfg_for, tiny_tokenizer
+):
+    """A SWE-bench image's HEAD is a setup commit on top of task.base_commit (sphinx's pre_install edits tox.ini):
+    the grader applies the patch onto that image, so the patch holds the agent's edits only (found by the scripted
+    gold policy on three real sphinx instances: the patch repeated the tox.ini edit and did not apply)."""
+    _, task = agent_repo
+    cfg = agent_cfg_for(agent_sandbox, max_steps=3)
+    setup = "sed -i 's/a \\* b/b * a/' calc.py && git -c user.name=s -c user.email=s@s commit -qam setup"
+    assert (await agent_sandbox.exec(setup, cwd=cfg.repo_dir)).exit_code == 0
+    edit = {
+        "command": "str_replace",
+        "path": f"{cfg.repo_dir}/calc.py",
+        "old_str": "a - b",
+        "new_str": "a + b",
+    }
+    replies = [format_action("file_editor", edit, "xml"), format_action("submit", {}, "xml")]
+    traj = await run_episode(task, agent_sandbox, ReplayPolicy(tiny_tokenizer, replies), tiny_tokenizer, cfg)
+    assert "-    return a - b\n+    return a + b" in traj.patch, traj.patch
+    assert "b * a" not in traj.patch and "a * b" not in traj.patch, traj.patch

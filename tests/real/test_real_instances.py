@@ -127,8 +127,11 @@ def test_two_rl_steps_on_real_instances(real_tasks, tmp_path):
     built(real_tasks)
     args = ["data.source=tasks", f"data.tasks={real_tasks.rows}", "model.init=swe_rl/train/assets/demo_sft",
             "steps=2", "save_every=0", "rollout.tasks_per_step=2", "rollout.n_samples=2", "rollout.max_turns=3",
-            f"out_dir={tmp_path}", "name=real", "optim.minibatch=4", "optim.micro_batch=4"]  # fmt: skip
+            f"out_dir={tmp_path}", "name=real", "optim.minibatch=4", "optim.micro_batch=4",
+            "rollout.max_len=4096"]  # fmt: skip  # a real issue's prompt alone passes the default 640 tokens
     swe_rl("train", *(x for a in args for x in ("-o", a)))
     steps = [json.loads(x) for x in (tmp_path / "real" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in steps if "reward_mean" in m] == [1, 2]
     assert all(m.get("exit/error", 0) == 0 for m in steps)
+    active = [m["active_rows"] for m in steps if "reward_mean" in m]
+    assert sum(active) > 0, active  # an update saw policy tokens

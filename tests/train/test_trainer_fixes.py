@@ -65,6 +65,28 @@ def test_same_optimizer_budget_whatever_the_advantages(train_toy_setup):
     assert grpo["active_rows"] == empg["active_rows"] == 16
 
 
+class NoPolicyTokensToy(ToyRollouter):
+    """Every episode's tokens are prompt (mask 0), as when a long real issue fills rollout.max_len: no minibatch has
+    a policy token (found by two RL steps on real django/sphinx instances: the update crashed on an empty batch)."""
+
+    def rollout(self, tasks, n, seed):
+        trajs = super().rollout(tasks, n, seed)
+        for t in trajs:
+            t.loss_mask = [0] * len(t.token_ids)
+            t.logprobs = [0.0] * len(t.token_ids)
+            t.action_starts = []
+        return trajs
+
+
+def test_a_step_without_policy_tokens_keeps_its_budget_and_changes_nothing(train_toy_setup):
+    cfg, run, model, tok, _roll, tasks = train_toy_setup("nopol", steps=1, **{**SMALL, "optim.minibatch": 4})
+    before = [p.detach().clone() for p in model.parameters()]
+    train(cfg, run, model, tok, NoPolicyTokensToy(model, tok), tasks, sample_tasks=toy_sampler)
+    m = run.read_metrics()[-1]
+    assert m["active_rows"] == 0 and m["updates"] == cfg.optim.epochs * 4, m
+    assert all(bool((a == b).all()) for a, b in zip(before, model.parameters(), strict=True))
+
+
 def test_aem_diagnostics_in_the_step_metrics(train_toy_setup):
     from swe_rl.algo.config import AlgoConfig
 
