@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# (tag, Dockerfile path, context dir) -> None; raises on failure
-Builder = Callable[[str, Path, Path], None]
+# (tag, Dockerfile path, context dir) -> the build log (what its RUN steps printed); raises on failure
+Builder = Callable[[str, Path, Path], str]
 
 
 @dataclass(frozen=True)
@@ -99,15 +99,16 @@ def scrub_image(tag: str, base_commit: str, builder: Builder | None = None) -> N
         build(tag, ctx / "Dockerfile", ctx)
 
 
-def docker_cli_builder(tag: str, dockerfile: Path, context: Path) -> None:
+def docker_cli_builder(tag: str, dockerfile: Path, context: Path) -> str:
     """`docker build --network none`: the fallback when the sandboxes builder is unavailable."""
-    cmd = ["docker", "build", "--network", "none", "-q", "-t", tag, "-f", str(dockerfile), str(context)]
+    cmd = ["docker", "build", "--network", "none", "-t", tag, "-f", str(dockerfile), str(context)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"docker build {tag} failed:\n{proc.stderr.strip()[-2000:]}")
+    return proc.stdout + proc.stderr
 
 
-def sandboxes_builder(tag: str, dockerfile: Path, context: Path) -> None:
+def sandboxes_builder(tag: str, dockerfile: Path, context: Path) -> str:
     """The sandboxes package's builder (`build_image`, --network none). It wants the Dockerfile at the context
     root, so a task whose context is elsewhere (the micro suite's shared root) is staged in a temp copy."""
     from sandboxes.docker_sandbox import docker_client
@@ -115,14 +116,13 @@ def sandboxes_builder(tag: str, dockerfile: Path, context: Path) -> None:
 
     client = docker_client()
     if dockerfile.resolve() == (context / "Dockerfile").resolve():
-        build_image(client, tag, context_dir=str(context))
-        return
+        return build_image(client, tag, context_dir=str(context))
     with tempfile.TemporaryDirectory(prefix="swe-rl-build-") as tmp:
         staged = Path(tmp) / "ctx"
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".git")
         shutil.copytree(context, staged, ignore=ignore)
         shutil.copyfile(dockerfile, staged / "Dockerfile")
-        build_image(client, tag, context_dir=str(staged))
+        return build_image(client, tag, context_dir=str(staged))
 
 
 def default_builder() -> Builder:

@@ -2,7 +2,7 @@
 
 `build_inputs(inputs, out)`: every row -> its env image (swebench_env.py: the spec's Python from a Debian base
 image, requirements, wheels; shared by the rows that need the same and built once) -> its instance image on top
-(swebench_stage.py: the source as one root commit at /testbed, pre_install, the install, swebench's "SWE-bench"
+(swebench_stage.py: the source archive unpacked at /testbed and made one root commit there, pre_install, the install, swebench's "SWE-bench"
 commit), each built `--network none` and skipped when an image with the same content hash exists -> one Task row in
 `out` (JSONL: image, eval_script, log_parser, base_commit = the image's local commit, metadata: upstream commit,
 spec and image Python, env image, left-out steps), ready for `swe-rl eval --dataset`, `swe-rl grade`, swebench's
@@ -26,6 +26,7 @@ from sandboxes.docker_sandbox import MIN_CPUS_LABEL
 from swe_rl.tasks.images import (
     BASE_COMMIT_LABEL,
     HISTORY_LABEL,
+    REPO_DIR,
     base_image_fix,
     default_builder,
     image_exists,
@@ -56,7 +57,9 @@ from swe_rl.tasks.swebench_stage import (
     StagedSource,
     _commit,
     _requirements,
-    dockerfile_instance,
+    base_commit_of,
+    dockerfile_labels,
+    stage_archive,
     stage_env,
     stage_instance,
 )
@@ -203,27 +206,44 @@ def _plan(inst: Instance, s: Session, src: StagedSource) -> tuple[EnvPlan, list[
     return env, local, info
 
 
+def build_instance(tag: str, ctx: Path, labels: dict[str, str]) -> str:
+    """The instance image from its staged context, then its labels on top; returns its base commit (made in the
+    image). Without the labels' build the image lacks INPUTS_LABEL, so the next run builds it again."""
+    log = default_builder()(tag, ctx / "Dockerfile", ctx)
+    base = base_commit_of(log or "")
+    if base is None:  # a cached setup layer prints nothing: ask the image
+        out = subprocess.run(["docker", "run", "--rm", "--network", "none", tag, "git", "-C", REPO_DIR, "rev-list",
+                              "--max-parents=0", "HEAD"], capture_output=True, text=True, check=True)  # fmt: skip
+        base = out.stdout.strip()
+    (ctx / "labels").mkdir()
+    (ctx / "labels" / "Dockerfile").write_text(
+        dockerfile_labels(tag, {**labels, BASE_COMMIT_LABEL: base, HISTORY_LABEL: base})
+    )
+    default_builder()(tag, ctx / "labels" / "Dockerfile", ctx / "labels")
+    return base
+
+
 def build_one(inst: Instance, s: Session) -> Built:
     tag, t0, env_tag = image_tag(inst.instance_id), time.monotonic(), ""
     try:
         with tempfile.TemporaryDirectory(prefix="swe-rl-sweb-") as tmp:
-            ctx = Path(tmp)
-            src = StagedSource(inst.source, ctx / "testbed", source_sha256(inst.source))
+            ctx = Path(tmp) / "ctx"  # what goes to the daemon; a host-side unpack stays beside it
+            ctx.mkdir()
+            src = StagedSource(inst.source, Path(tmp) / "testbed", source_sha256(inst.source))
             env, local, info = _plan(inst, s, src)
             env_tag = ensure_env(env, info, s)
             digest = stage_instance(inst, ctx, env_tag, local, src.sha)
             base, status = image_label(tag, BASE_COMMIT_LABEL) or "", "present"
             if s.force or not base or image_label(tag, INPUTS_LABEL) != digest:
-                base, status = src.unpack(), "built"
-                labels = {BUILDER_LABEL: "swebench", BASE_COMMIT_LABEL: base, HISTORY_LABEL: base, INPUTS_LABEL: digest,
+                status = "built"
+                labels = {BUILDER_LABEL: "swebench", INPUTS_LABEL: digest,
                           "org.swe-rl.upstream-commit": str(inst.row.get("base_commit", ""))}  # fmt: skip
-                if inst.spec.get(
-                    "nano_cpus"
-                ):  # the CPUs SWE-bench runs it with: our sandboxes raise their quota
+                # the CPUs SWE-bench runs it with: our sandboxes raise their quota
+                if inst.spec.get("nano_cpus"):
                     labels[MIN_CPUS_LABEL] = f"{int(inst.spec['nano_cpus']) / 1e9:g}"
-                (ctx / "Dockerfile").write_text(dockerfile_instance(env_tag, labels))
+                stage_archive(inst.source, ctx)
                 with s.progress.building(tag):
-                    default_builder()(tag, ctx / "Dockerfile", ctx)
+                    base = build_instance(tag, ctx, labels)
             row = task_row(inst, s, base, env, env_tag, info.python, digest)
     except Exception as e:  # one failed build must not hide the others' results
         return Built(inst.instance_id, tag, "failed", time.monotonic() - t0, f"{type(e).__name__}: {e}",

@@ -1,9 +1,15 @@
 """Staging for the offline SWE-bench builder (swebench_build.py): a row's source as one reproducible commit, its
-requirements, the env and instance build contexts (Dockerfile + scripts + files) and their content hashes."""
+requirements, the env and instance build contexts (Dockerfile + scripts + files) and their content hashes.
+
+The instance context carries the source archive itself (`ADD` unpacks it in the daemon) and the base commit is
+made inside the image by the same git commands as `_commit` on the host: shipping an unpacked tree and its fresh
+.git of loose objects through the build context cost a django build ~25 of its ~50 s."""
 
 from __future__ import annotations
 
 import hashlib
+import re
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -27,6 +33,28 @@ from swe_rl.tasks.swebench_images import (
 # ("Directory not empty: '.git'") or docker copies a half-packed .git. No automatic gc in our own git calls.
 NO_AUTO_GC = ["-c", "gc.auto=0", "-c", "maintenance.auto=false"]
 OFFLINE_STEPS = ("apt-get", "locale-gen", "/etc/locale.gen")
+# the base commit: the same commands on the host (`_commit`) and in the image (`base_commit_lines`), so the same
+# tree gives the same sha; the branch is named here, not by the image's init.defaultBranch
+BASE_COMMIT_STEPS = (("-c", "init.defaultBranch=master", "init", "-q"), ("add", "-A", "-f"),
+                     ("commit", "-q", "--no-verify", "-m", "base"))  # fmt: skip
+BASE_MARK = "SWE_RL_BASE_COMMIT="
+# what names the instance image's layout in its inputs hash: a new layout rebuilds every image made by the old one
+LAYOUT = "instance layout 2: source archive ADDed, base commit made in the image"
+
+
+def base_commit_lines() -> list[str]:
+    """The base commit in the image's setup script, with `_commit`'s fixed identity and dates; it prints the sha
+    on a line of its own (BASE_MARK), which the builder reads from the build log."""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in GIT_ENV.items() if k.startswith("GIT_"))
+    lines = [f"{env} git {' '.join(NO_AUTO_GC)} {' '.join(args)}" for args in BASE_COMMIT_STEPS]
+    return [*lines, f"printf '{BASE_MARK}%s\\n' \"$(git rev-parse HEAD)\""]
+
+
+def base_commit_of(log: str) -> str | None:
+    """The sha the setup script printed; None when the log has none (Docker reused a cached layer). Not anchored:
+    the daemon's log puts colour codes before a line; the xtrace of the printf shows `%s`, not a sha."""
+    found = re.findall(rf"{BASE_MARK}([0-9a-f]{{40}})\b", log)
+    return found[-1] if found else None
 
 
 def instance_script(inst: Instance, local_reqs: bool) -> str:
@@ -36,6 +64,7 @@ def instance_script(inst: Instance, local_reqs: bool) -> str:
         "source /opt/miniconda3/bin/activate",
         "conda activate testbed",
         f"cd {REPO_DIR}",
+        *base_commit_lines(),
     ]
     for cmd in inst.spec.get("pre_install", []):
         if any(x in cmd for x in OFFLINE_STEPS):
@@ -53,16 +82,44 @@ def instance_script(inst: Instance, local_reqs: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dockerfile_instance(env_tag: str, labels: dict[str, str]) -> str:
-    label_line = " ".join(f'{k}="{v}"' for k, v in labels.items())
+def dockerfile_instance(env_tag: str, archive: str) -> str:
+    # safe.directory first: an archive's files keep the owner its tar names, and git refuses another's repo
     return f"""FROM {env_tag}
 COPY local-requirements.txt /opt/swe-rl-env/local-requirements.txt
-COPY testbed/ {REPO_DIR}/
+ADD {archive} {REPO_DIR}/
 COPY setup.sh /opt/swe-rl-setup.sh
-RUN bash /opt/swe-rl-setup.sh && git config --global --add safe.directory {REPO_DIR}
+RUN git config --global --add safe.directory {REPO_DIR} && bash /opt/swe-rl-setup.sh
 WORKDIR {REPO_DIR}
-LABEL {label_line}
 """
+
+
+def dockerfile_labels(tag: str, labels: dict[str, str]) -> str:
+    """The labels, in a build of their own on top: the base commit is known only once the image is built."""
+    return f"FROM {tag}\nLABEL " + " ".join(f'{k}="{v}"' for k, v in labels.items()) + "\n"
+
+
+def archive_name(source: Path) -> str:
+    return "source.tar.gz" if source.name.endswith(".gz") else "source.tar"
+
+
+def stage_archive(source: Path, ctx: Path) -> None:
+    """The source as one archive in the context: a .tar/.tar.gz linked as it is, a directory tarred (no .git,
+    owned by root, as `git archive` writes it)."""
+    dest = ctx / archive_name(source)
+    if not source.is_dir():
+        _link_or_copy(source, dest)
+        return
+
+    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if ".git" in Path(info.name).parts:
+            return None
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    with tarfile.open(dest, "w") as tar:
+        for p in sorted(source.iterdir()):
+            tar.add(p, arcname=p.name, filter=as_root)
 
 
 def _unpack(source: Path, dest: Path) -> None:
@@ -75,7 +132,7 @@ def _unpack(source: Path, dest: Path) -> None:
 
 def _commit(repo: Path) -> str:
     """One commit of the source with fixed identity and dates: the same source always gives the same sha."""
-    for args in (["init", "-q"], ["add", "-A", "-f"], ["commit", "-q", "--no-verify", "-m", "base"]):
+    for args in BASE_COMMIT_STEPS:
         subprocess.run(["git", *NO_AUTO_GC, *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True)
     out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, env=GIT_ENV, check=True, capture_output=True)
     return out.stdout.decode().strip()
@@ -121,8 +178,8 @@ def stage_env(plan: EnvPlan, ctx: Path, base_image: str, key: str, labels: str) 
 
 @dataclass
 class StagedSource:
-    """A row's source: named by its hash at once, unpacked and committed only when something needs the files (a
-    present image needs neither: its labels carry the commit)."""
+    """A row's source: named by its hash at once; unpacked and committed on the host only when something there
+    needs the files (a PyPI lock resolving the project; the image makes its own commit)."""
 
     source: Path
     testbed: Path
@@ -138,11 +195,11 @@ class StagedSource:
 
 def stage_instance(inst: Instance, ctx: Path, env_tag: str, local: list[str], source_sha: str) -> str:
     """The instance image's scripts and Dockerfile on top of its env; the content hash of what goes into it (the
-    source by its hash: ctx/testbed need not be there yet)."""
+    source by its hash: its archive need not be in ctx yet)."""
     (ctx / "local-requirements.txt").write_text("".join(f"{r}\n" for r in local))
     (ctx / "setup.sh").write_text(instance_script(inst, bool(local)))
-    (ctx / "Dockerfile").write_text(dockerfile_instance(env_tag, {}))
-    h = hashlib.sha256(f"source {source_sha}\n".encode())
+    (ctx / "Dockerfile").write_text(dockerfile_instance(env_tag, archive_name(inst.source)))
+    h = hashlib.sha256(f"{LAYOUT}\nsource {source_sha}\n".encode())
     for name in ("local-requirements.txt", "setup.sh", "Dockerfile"):
         h.update(name.encode() + b"\0" + (ctx / name).read_bytes())
     return h.hexdigest()

@@ -156,6 +156,57 @@ def test_source_commit_starts_no_automatic_gc(tmp_path):
 
 @pytest.mark.docker
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("base_image", ["swe-rl/base:bookworm", "swe-rl/base:bullseye"])
+def test_base_commit_in_the_image_is_the_host_commit(tmp_path, base_image):
+    """The instance image makes its base commit itself (the archive ADDed, then git in the image): the sha must be
+    the one `_commit` gives on the host for the same source, or task rows' base commits would move with the git
+    version. A source with what git treats specially: an executable, a symlink, an ignored file, an empty folder,
+    CRLF lines under an eol attribute, and files owned by another user (git's safe.directory)."""
+    from swe_rl.tasks.images import image_exists, sandboxes_builder
+    from swe_rl.tasks.swebench_stage import (
+        _commit,
+        _unpack,
+        base_commit_lines,
+        base_commit_of,
+        dockerfile_instance,
+        stage_archive,
+    )
+
+    if not image_exists(base_image):
+        pytest.skip(f"{base_image} not built here")
+    src = tmp_path / "src.tar"
+    with tarfile.open(src, "w") as tar:
+        for name, text, mode in (("run.sh", "#!/bin/sh\n", 0o755), ("pkg/a.py", "A = 1\n", 0o644),
+                                 (".gitignore", "*.log\n", 0o644), ("build.log", "x\n", 0o644),
+                                 (".gitattributes", "*.txt text eol=lf\n", 0o644), ("w.txt", "a\r\nb\r\n", 0o644)):  # fmt: skip
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.uid, info.gid = len(text.encode()), mode, 1000, 1000
+            tar.addfile(info, io.BytesIO(text.encode()))
+        for name, kind in (("link.py", tarfile.SYMTYPE), ("empty", tarfile.DIRTYPE)):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, info.mode = kind, "pkg/a.py" if kind == tarfile.SYMTYPE else "", 0o755
+            tar.addfile(info)
+    _unpack(src, tmp_path / "host")
+    expected = _commit(tmp_path / "host")
+    folder = tmp_path / "dir" / "src"
+    _unpack(src, folder)
+    for source in (src, folder):  # a tar as it is, a directory tarred by the builder
+        ctx = tmp_path / f"ctx-{source.name}"
+        ctx.mkdir()
+        stage_archive(source, ctx)
+        (ctx / "local-requirements.txt").write_text("")
+        (ctx / "setup.sh").write_text("\n".join(["set -euxo pipefail", "cd /testbed", *base_commit_lines()]))
+        (ctx / "Dockerfile").write_text(dockerfile_instance(base_image, "source.tar"))
+        tag = f"swe-rl/test-base-commit:{os.getpid()}"
+        try:
+            log = sandboxes_builder(tag, ctx / "Dockerfile", ctx)
+        finally:
+            subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+        assert base_commit_of(log) == expected, log[-2000:]
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(600)
 def test_build_grade_and_cache(inputs, tmp_path, monkeypatch):
     from swe_rl.tasks import swebench_stage
     from swe_rl.tasks.grading import docker_factory, grade_sync
