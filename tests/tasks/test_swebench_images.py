@@ -212,6 +212,7 @@ def test_build_grade_and_cache(inputs, tmp_path, monkeypatch):
     from swe_rl.tasks.grading import docker_factory, grade_sync
     from swe_rl.tasks.loaders import load_tasks
     from swe_rl.tasks.swebench_build import build_inputs
+    from swe_rl.tasks.swebench_stage import base_commit_of
 
     (first,) = build_inputs(inputs, tmp_path / "tasks.jsonl", force=True)
     assert first.status == "built", first.error
@@ -246,6 +247,19 @@ def test_build_grade_and_cache(inputs, tmp_path, monkeypatch):
     (inputs / "specs.json").write_text(json.dumps(spec))
     (changed,) = build_inputs(inputs, tmp_path / "tasks3.jsonl")
     assert changed.status == "built"  # another install step is another image
+    # the same context again: Docker reuses every cached layer, the setup script prints no base commit, and the
+    # builder reads it from the image instead
+    from swe_rl.tasks import swebench_build
+
+    printed: list[str | None] = []
+    with monkeypatch.context() as m:
+        m.setattr(
+            swebench_build, "base_commit_of", lambda log: printed.append(base_commit_of(log)) or printed[-1]
+        )
+        (forced,) = build_inputs(inputs, tmp_path / "tasks4.jsonl", force=True)
+    assert forced.status == "built" and forced.task is not None, forced.error
+    assert printed == [None]  # the cached layer printed nothing: the base commit came from the image
+    assert forced.task["base_commit"] == changed.task["base_commit"] == task.base_commit
 
 
 def test_bad_inputs_fail_their_row_with_the_reason(inputs, tmp_path):
