@@ -71,8 +71,8 @@ def main(inputs: Path, iid: str, rounds: int) -> int:
         )
     key = env.key(info.image_id)
     if image_label(env.tag(key), ENV_LABEL) != key:
-        print(f"{iid}: env image {env.tag(key)} is not present; build it first (this bench never does)")
-        return 1
+        print(f"{iid}: env image {env.tag(key)} is not present (this bench never builds one): skipped")
+        return 0
     times: dict[str, list[float]] = {"old": [], "new": []}
     shas = set()
     for _ in range(rounds):
