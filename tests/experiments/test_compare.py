@@ -283,7 +283,8 @@ def _toy_overrides(init):
             "train.log_trajectories=0", "train.eval.every=0"]  # fmt: skip
 
 
-@pytest.mark.slow  # make test's 15-minute budget (2026-12-04: 21-29 s each); make test-all runs it
+@pytest.mark.slow  # make test's 15-minute budget (2026-12-04: 21-29 s each); .ci/run still runs it
+@pytest.mark.ci_slow
 def test_compare_parallel_jobs_match_sequential(tmp_path, tiny_init):
     from swe_rl.experiments.compare import run_compare
 
@@ -302,7 +303,8 @@ def test_compare_parallel_jobs_match_sequential(tmp_path, tiny_init):
     assert [r["step"] for r in RunDir(tmp_path / "par" / "grpo_aem_s0").read_metrics()] == [1, 2]
 
 
-@pytest.mark.slow  # make test's 15-minute budget (2026-12-04: 21-29 s each); make test-all runs it
+@pytest.mark.slow  # make test's 15-minute budget (2026-12-04: 21-29 s each); .ci/run still runs it
+@pytest.mark.ci_slow
 def test_compare_parallel_failure_names_the_run(tmp_path, tiny_init):
     from swe_rl.experiments.compare import run_compare
 

@@ -61,7 +61,8 @@ def _check(trajs: list, n: int, docker_client, run_id: str) -> dict[str, int]:
     return outcome
 
 
-@pytest.mark.slow  # make test's 15-minute budget (2026-12-04: 21-29 s each); make test-all runs it
+@pytest.mark.slow  # make test's 15-minute budget (2026-12-04: 21-29 s each); .ci/run still runs it
+@pytest.mark.ci_slow
 def test_burst_of_12_episodes_all_graded_with_the_warm_pool(rollout_task, tmp_path):
     """The default-suite variant: 12 at once, sandboxes from a warm pool switched on in the rollout config."""
     from sandboxes.docker_sandbox import docker_client
