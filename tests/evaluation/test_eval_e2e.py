@@ -110,8 +110,6 @@ def test_gold_policy_resolves_every_instance_after_sigint_and_resume(eval_gold_a
     assert not _wait_gone(eval_containers, "gold_sigint")
 
 
-@pytest.mark.slow  # make test's 15-minute budget (2026-12-04: 21-29 s each); .ci/run still runs it
-@pytest.mark.ci_slow
 def test_killed_actor_gives_the_same_report_without_duplicates(
     eval_gold_after_sigint,
     eval_config_factory,
