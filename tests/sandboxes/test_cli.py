@@ -52,6 +52,31 @@ def test_build_has_no_network_and_ls_reap_are_scoped(sbx_cfg, sbx_docker_client,
     assert res.exit_code == 0 and "present" in res.stdout  # idempotent: an existing base is kept
 
 
+def test_a_rebuild_removes_the_image_it_replaced_unless_in_use(sbx_cfg, sbx_docker_client, tmp_path):
+    """A rebuild moves the tag; the replaced image would stay behind untagged on every rebuild. It is removed, but
+    not while a container still uses it."""
+    api = sbx_docker_client.api
+    tag = f"sbx-pytest/rebuilt:{os.getpid()}"
+    runner = CliRunner()
+    ids = []
+    try:
+        for n in range(3):
+            (tmp_path / "Dockerfile").write_text(f"FROM {sbx_cfg().image}\nRUN echo {n} > /n\n")
+            res = runner.invoke(app, ["build", str(tmp_path), "--tag", tag])
+            assert res.exit_code == 0, res.output
+            ids.append(api.inspect_image(tag)["Id"])
+            if n == 1:  # a container of the second image is alive while the third is built
+                holder = api.create_container(ids[1], command="true")
+        assert len(set(ids)) == 3
+        with pytest.raises(Exception, match="No such image"):
+            api.inspect_image(ids[0])
+        assert api.inspect_image(ids[1])["Id"] == ids[1]  # in use: kept
+    finally:
+        api.remove_container(holder, force=True)
+        for i in ids[1:]:
+            api.remove_image(i, force=True)
+
+
 @pytest.mark.slow
 def test_build_base_from_debootstrap(sbx_docker_client):
     tag = f"sbx-pytest/base:{os.getpid()}"

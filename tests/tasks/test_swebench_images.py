@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import tarfile
+import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
 
@@ -217,6 +218,25 @@ def test_base_commit_in_the_image_is_the_host_commit(tmp_path, base_image):
 @pytest.mark.docker
 @pytest.mark.timeout(600)
 def test_build_grade_and_cache(inputs, tmp_path, monkeypatch):
+    """Each build below replaces the instance image under the same tag (the first one an image an earlier run
+    left): the builder removes what it replaced, so that no run leaves untagged images behind."""
+    built = [i for i in [_image_id(image_tag("swe-rl__calc-1"))] if i]
+    try:
+        _build_grade_and_cache(inputs, tmp_path, monkeypatch, built)
+    finally:
+        tagged = _image_id(image_tag("swe-rl__calc-1"))
+        left = [i for i in dict.fromkeys(built) if i != tagged and _image_id(i)]
+        for i in left:
+            subprocess.run(["docker", "rmi", i], capture_output=True)
+    assert not left, f"images replaced by a rebuild were left behind: {left}"
+
+
+def _image_id(tag: str) -> str:
+    return subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", tag], capture_output=True,
+                          text=True).stdout.strip()  # fmt: skip
+
+
+def _build_grade_and_cache(inputs, tmp_path, monkeypatch, built: list[str]) -> None:
     from swe_rl.tasks import swebench_stage
     from swe_rl.tasks.grading import docker_factory, grade_sync
     from swe_rl.tasks.loaders import load_tasks
@@ -224,6 +244,7 @@ def test_build_grade_and_cache(inputs, tmp_path, monkeypatch):
     from swe_rl.tasks.swebench_stage import base_commit_of
 
     (first,) = build_inputs(inputs, tmp_path / "tasks.jsonl", force=True)
+    built.append(_image_id(image_tag("swe-rl__calc-1")))
     assert first.status == "built", first.error
     assert first.image == image_tag("swe-rl__calc-1") == "sweb.eval.x86_64.swe-rl__calc-1:latest"
     (task,) = load_tasks(tmp_path / "tasks.jsonl")
@@ -255,6 +276,7 @@ def test_build_grade_and_cache(inputs, tmp_path, monkeypatch):
     spec["swe-rl/calc"]["1.0"]["install"] = "python -c 'import tinydep, sys'"
     (inputs / "specs.json").write_text(json.dumps(spec))
     (changed,) = build_inputs(inputs, tmp_path / "tasks3.jsonl")
+    built.append(_image_id(image_tag("swe-rl__calc-1")))
     assert changed.status == "built"  # another install step is another image
     # the same context again: Docker reuses every cached layer, the setup script prints no base commit, and the
     # builder reads it from the image instead
@@ -266,6 +288,7 @@ def test_build_grade_and_cache(inputs, tmp_path, monkeypatch):
             swebench_build, "base_commit_of", lambda log: printed.append(base_commit_of(log)) or printed[-1]
         )
         (forced,) = build_inputs(inputs, tmp_path / "tasks4.jsonl", force=True)
+        built.append(_image_id(image_tag("swe-rl__calc-1")))
     assert forced.status == "built" and forced.task is not None, forced.error
     assert printed == [None]  # the cached layer printed nothing: the base commit came from the image
     assert forced.task["base_commit"] == changed.task["base_commit"] == task.base_commit
@@ -342,21 +365,44 @@ def test_real_fixture_fails_only_the_bad_instances(inputs, tmp_path):
     (suite / "manifest.json").write_text(json.dumps({"instances": {"swe-rl__calc-3": entry}}))
     (suite / "test_user.py").write_text(FIXTURE_USER)
 
-    def run(*args: str) -> str:
+    def run(*args: str) -> tuple[str, dict[str, tuple[str, str]]]:
+        """The session's output and, from its junit record (not the terminal's short summary, whose lines pytest
+        cuts to the terminal's width), each test's outcome and failure message."""
         env = {**os.environ, "SWE_RL_REAL_INPUTS": str(inputs)}
+        record = tmp_path / f"junit-{len(list(tmp_path.glob('junit-*')))}.xml"
         proc = subprocess.run([sys.executable, "-m", "pytest", str(suite), "-s", "-rf", "-p", "no:cacheprovider",
-                               *args], capture_output=True, text=True, env=env, cwd=Path(__file__).parents[2])  # fmt: skip
-        return proc.stdout + proc.stderr
+                               f"--junitxml={record}", *args], capture_output=True, text=True, env=env,
+                              cwd=Path(__file__).parents[2])  # fmt: skip
+        out = proc.stdout + proc.stderr
+        assert record.is_file(), out[-3000:]
+        results = {}
+        for case in ET.parse(record).iter("testcase"):
+            bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+            results[case.get("name")] = ("passed", "") if bad is None else (bad.tag, bad.get("message", ""))
+        return out, results
 
-    out = run()
-    assert "3 passed" not in out and "2 failed, 2 passed" in out, out[-3000:]
-    assert re.search(r"FAILED .*test_one\[swe-rl__calc-2\] - Failed: swe-rl__calc-2: image build failed: .*calc-2\.tar: "
-                     r"missing", out), out[-3000:]  # fmt: skip
-    assert re.search(r"FAILED .*test_one\[swe-rl__calc-3\] - Failed: swe-rl__calc-3: source sha256 \w+ \(of the "
-                     r"uncompressed tar\), manifest.json expects f{64}", out), out[-3000:]  # fmt: skip
+    out, results = run()
+    assert [k for k, (o, _) in results.items() if o == "passed"] == [
+        "test_one[swe-rl__calc-1]",
+        "test_all",
+    ], (
+        results,
+        out[-3000:],
+    )
+    outcome, why = results["test_one[swe-rl__calc-2]"]
+    assert outcome == "failure" and re.search(
+        r"swe-rl__calc-2: image build failed: .*calc-2\.tar: missing", why
+    ), why
+    outcome, why = results["test_one[swe-rl__calc-3]"]
+    assert outcome == "failure" and re.search(r"swe-rl__calc-3: source sha256 \w+ \(of the uncompressed tar\), "
+                                              r"manifest.json expects f{64}", why), why  # fmt: skip
     assert out.count("image swe-rl__calc-2: failed") == 1 and out.count("image swe-rl__calc-1: ") == 1
-    out = run("-k", "test_one and calc-1")
-    assert "1 passed" in out and "image swe-rl__calc-1: present" in out and "calc-2" not in out, out[-3000:]
+    out, results = run("-k", "test_one and calc-1")
+    assert (
+        results == {"test_one[swe-rl__calc-1]": ("passed", "")}
+        and "image swe-rl__calc-1: present" in out
+        and "calc-2" not in out
+    ), out[-3000:]
 
 
 @pytest.mark.slow

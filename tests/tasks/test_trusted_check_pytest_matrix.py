@@ -33,8 +33,9 @@ PINS = {
     "8.3.5": "pluggy==1.5.0 packaging==24.2 iniconfig==2.0.0 exceptiongroup==1.2.2 tomli==2.2.1",
 }
 DEBIAN_PYTEST = "pytest.py pytest _pytest pluggy py pytest-*.egg-info pluggy-*.egg-info py-*.egg-info"
+BASE = "swe-rl/base:bullseye"  # Debian's Python 3.9: every pytest of the matrix installs on it
 DOCKERFILE = f"""FROM {{task_image}} AS task
-FROM swe-rl/base:bullseye
+FROM {BASE}
 RUN cd /usr/lib/python3/dist-packages && rm -rf {DEBIAN_PYTEST}
 COPY site/ /usr/local/lib/python3.9/dist-packages/
 COPY --from=task /testbed /testbed
@@ -80,8 +81,9 @@ def _image(version: str, task_image: str, work: Path) -> str:
     assert res.returncode == 0, res.stderr[-2000:]
     (work / "Dockerfile").write_text(DOCKERFILE.format(task_image=task_image))
     from sandboxes.docker_sandbox import docker_client
-    from sandboxes.images import build_image
+    from sandboxes.images import build_image, ensure_base_image
 
+    ensure_base_image(docker_client(), BASE)  # debootstrapped when missing, as the instance builder does
     tag = f"swe-rl/pytest-matrix:{version}"
     build_image(docker_client(), tag, context_dir=str(work))
     return tag
