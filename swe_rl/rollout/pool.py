@@ -81,9 +81,12 @@ class RolloutPool:
     def _new_actor(self) -> Any:
         import ray
 
-        from swe_rl.rollout.worker import RolloutWorker
+        from swe_rl.rollout.worker import CONTROL, RolloutWorker
 
-        remote_cls = ray.remote(RolloutWorker)
+        # Control calls (shutdown) get a group of their own: in the default group they would queue behind the
+        # episodes that fill every slot, and an episode that never returns (a hung model server, a stuck tool)
+        # would hold Ctrl-C's shutdown until the pool gave up and killed the actor with its containers alive.
+        remote_cls = ray.remote(concurrency_groups={CONTROL: 2})(RolloutWorker)
         actor: Any = remote_cls.options(
             num_cpus=self.cfg.actor_num_cpus,
             max_concurrency=self.cfg.episodes_per_actor,
@@ -180,8 +183,12 @@ class RolloutPool:
     def _cancel_all(self) -> None:
         import ray
 
+        from swe_rl.rollout.worker import CONTROL
+
         with contextlib.suppress(Exception):
-            ray.get([a.shutdown.remote() for a in self._actors], timeout=60)
+            ray.get(
+                [a.shutdown.options(concurrency_group=CONTROL).remote() for a in self._actors], timeout=60
+            )
 
     def close(self) -> None:
         import ray

@@ -2,7 +2,8 @@
 
 It builds its EpisodeContext once (policy, sandbox factory, grader) from a picklable zero-argument factory and
 runs up to `max_concurrency` episodes at once on its event loop (Ray async actor). `shutdown` cancels the running
-episodes so their sandboxes close before the process is killed: no container outlives a pool.
+episodes so their sandboxes close before the process is killed: no container outlives a pool. The pool calls it in
+a concurrency group of its own (CONTROL), so it is served while every episode slot is taken.
 """
 
 from __future__ import annotations
@@ -16,13 +17,17 @@ from swe_rl.agent.trajectory import Trajectory
 from swe_rl.rollout.episode import EpisodeContext
 from swe_rl.tasks.task import Task
 
+CONTROL = "control"  # the actor's concurrency group for calls that must not wait for an episode slot
+
 
 class RolloutWorker:
     def __init__(self, context_factory: Callable[[], EpisodeContext]):
         self._ctx = context_factory()
         self._running: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the episodes' loop
 
     async def run(self, task: Task, sample_idx: int) -> Trajectory:
+        self._loop = asyncio.get_running_loop()
         current = asyncio.current_task()
         if current is not None:
             self._running.add(current)
@@ -41,7 +46,14 @@ class RolloutWorker:
 
     async def shutdown(self) -> int:
         """Cancel running episodes, wait until their sandboxes are closed, drain the context's warm pool; returns
-        how many episodes were cancelled."""
+        how many episodes were cancelled. Called in a concurrency group of its own (the pool's CONTROL), whose
+        event loop is not the episodes': the work is done on theirs."""
+        loop = self._loop
+        if loop is None or loop is asyncio.get_running_loop() or loop.is_closed():
+            return await self._shutdown_here()
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._shutdown_here(), loop))
+
+    async def _shutdown_here(self) -> int:
         tasks = [t for t in self._running if t is not asyncio.current_task()]
         for t in tasks:
             t.cancel()

@@ -59,22 +59,89 @@ def eval_subset(eval_config_factory, tmp_path_factory) -> str:
     return "dataset.instances=[" + ",".join(ids) + "]"
 
 
+class GatedGoldPolicy:
+    """The scripted gold policy behind an OpenAI-compatible server, with a gate: the first `open_for` instances
+    it is asked about are answered; every other instance's first request waits until `release()`. An evaluation
+    over more instances therefore cannot finish before the test interrupts it, however fast the machine (the
+    Ctrl-C no longer races the episodes). Stateless per episode: the reply index is the number of assistant turns
+    the prompt already holds, so a resumed episode starts again at its first reply."""
+
+    def __init__(self, tasks, tokenizer, *, open_for: int, test_command: str):
+        import asyncio
+
+        from swe_rl.policy.scripted import gold_replies
+
+        self.tokenizer = tokenizer
+        self.turn_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.replies = {t.instance_id: gold_replies(t.patch, test_command=test_command) for t in tasks}
+        self.statements = {t.instance_id: t.problem_statement.strip() for t in tasks}
+        self.open_for = open_for
+        self.admitted: list[str] = []
+        self.waiting: set[str] = set()
+        self._gate = asyncio.Event()
+
+    def release(self, loop) -> None:
+        loop.call_soon_threadsafe(self._gate.set)
+
+    async def generate(self, prompt_ids, sampling):
+        from swe_rl.policy.base import Completion
+
+        text = self.tokenizer.decode(prompt_ids, skip_special_tokens=False)
+        (iid,) = [i for i, st in self.statements.items() if st in text]
+        if iid not in self.admitted:
+            if len(self.admitted) < self.open_for:
+                self.admitted.append(iid)
+            else:
+                self.waiting.add(iid)
+                await self._gate.wait()
+        turn = text.count("<|im_start|>assistant") - 1
+        reply = self.replies[iid][min(turn, len(self.replies[iid]) - 1)]
+        ids = [*self.tokenizer(reply, add_special_tokens=False)["input_ids"], self.turn_end]
+        return Completion(ids, [0.0] * len(ids), self.tokenizer.decode(ids), "stop", [0.0] * len(ids))
+
+
 @pytest.fixture(scope="module")
-def eval_gold_after_sigint(tmp_path_factory, eval_config_factory, eval_containers, eval_subset, ray_local):
+def eval_gold_served(tmp_path_factory, eval_config_factory, eval_subset):
+    """The gated gold policy served over HTTP for the module, and the dotted overrides that point `swe-rl eval`
+    at it (policy.kind=openai: the served-model path of a real evaluation)."""
+    from swe_rl.policy.openai_server import PolicyServer
+    from swe_rl.policy.tiny import build_tokenizer
+    from swe_rl.rollout.policies import ScriptedPolicySpec
+
+    tok_dir = tmp_path_factory.mktemp("tok")
+    tok = build_tokenizer()
+    tok.save_pretrained(tok_dir)
+    cfg = eval_config_factory(tmp_path_factory.mktemp("probe"), "probe", eval_subset)
+    tasks = load_eval_tasks(cfg.dataset)
+    policy = GatedGoldPolicy(tasks, tok, open_for=2, test_command=ScriptedPolicySpec().test_command)
+    with PolicyServer(policy) as server:
+        overrides = ["policy.kind=openai", f"policy.base_url={server.base_url}", "policy.model=gold",
+                     f"policy.tokenizer={tok_dir}"]  # fmt: skip
+        yield {"policy": policy, "server": server, "overrides": overrides, "n_tasks": len(tasks)}
+
+
+@pytest.fixture(scope="module")
+def eval_gold_after_sigint(
+    tmp_path_factory, eval_config_factory, eval_containers, eval_subset, eval_gold_served, ray_local
+):
     out = tmp_path_factory.mktemp("eval")
     name = "gold_sigint"
+    served = eval_gold_served
     cmd = [sys.executable, "-m", "swe_rl.cli", "eval", "--name", name, "--output-dir", str(out)]
     cmd += ["--workers", "2", "agent.max_steps=10", "pool.episodes_per_actor=2", "pool.progress=false"]
-    cmd += ["pool.ray_num_cpus=2", eval_subset]
+    cmd += ["pool.ray_num_cpus=2", eval_subset, *served["overrides"]]
     proc = subprocess.Popen(
         cmd, cwd=REPO, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     root = out / name
-    deadline = time.monotonic() + 240
-    while len(_episode_files(root)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+    deadline = time.monotonic() + 300
+    # the two admitted episodes finish; the others wait at the gate, so the run cannot end by itself
+    while (len(_episode_files(root)) < 2 or not served["policy"].waiting) and time.monotonic() < deadline:
+        assert proc.poll() is None, "the evaluation ended at the gate:\n" + proc.stdout.read().decode()
         time.sleep(0.2)
-    assert proc.poll() is None, (
-        "the evaluation ended before it could be interrupted:\n" + proc.stdout.read().decode()
+    assert proc.poll() is None and len(_episode_files(root)) == 2, (
+        _episode_files(root),
+        served["policy"].waiting,
     )
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the whole foreground process group, Ray's processes included
     output = proc.communicate(timeout=180)[0].decode(errors="replace")
@@ -84,11 +151,12 @@ def eval_gold_after_sigint(tmp_path_factory, eval_config_factory, eval_container
     assert not left, f"containers left after Ctrl-C: {[c.name for c in left]}\n{output[-3000:]}"
     for f in done_before:  # every trusted file is whole (atomic writes)
         Trajectory.from_json(f.read_text())
-    cfg = eval_config_factory(out, name, eval_subset)
+    served["policy"].release(served["server"].loop)
+    cfg = eval_config_factory(out, name, eval_subset, *served["overrides"])
     rerun = []
     report = run_eval(cfg, on_trajectory=lambda t, pool: rerun.append((t.task_id, t.sample_idx)))
-    n_tasks = len(load_eval_tasks(cfg.dataset))
-    return {"root": root, "report": report, "n_before": len(done_before), "rerun": rerun, "n_tasks": n_tasks}
+    return {"root": root, "report": report, "n_before": len(done_before), "rerun": rerun,
+            "n_tasks": served["n_tasks"]}  # fmt: skip
 
 
 def test_gold_policy_resolves_every_instance_after_sigint_and_resume(eval_gold_after_sigint, eval_containers):
@@ -112,6 +180,7 @@ def test_gold_policy_resolves_every_instance_after_sigint_and_resume(eval_gold_a
 
 def test_killed_actor_gives_the_same_report_without_duplicates(
     eval_gold_after_sigint,
+    eval_gold_served,
     eval_config_factory,
     eval_report_reader,
     eval_containers,
@@ -119,7 +188,7 @@ def test_killed_actor_gives_the_same_report_without_duplicates(
     tmp_path,
     ray_local,
 ):
-    cfg = eval_config_factory(tmp_path, "gold_kill", eval_subset)
+    cfg = eval_config_factory(tmp_path, "gold_kill", eval_subset, *eval_gold_served["overrides"])  # gate open
     seen: list[tuple[str, int]] = []
     killed: list[int] = []
 
