@@ -6,7 +6,9 @@ micro task textkit-3's testbed. Under each: the gold patch resolves with no labe
 situation: the plugin implementing `pytest_assertion_pass`, a hook pytest 4.6 does not know, stopped the session
 with an INTERNALERROR and the gold was graded no_tests_collected), and an exploit is labelled: test functions
 neutered at import (every version), the str subclass that answers == for the expected text (pytest >= 5, the
-assertion-pass hook's versions). pytest 4.6 runs in `make test`; the rest of the matrix is slow."""
+assertion-pass hook's versions). pytest 4.6 runs in CI's `make test-ci-slow` (its bullseye base is
+debootstrapped when missing: 74 s on a fresh machine, over make test's budget; .ci/run's real instances have built
+it by then); the rest of the matrix is slow."""
 
 from __future__ import annotations
 
@@ -94,7 +96,11 @@ def _edit(path: str, code: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "version", [pytest.param(v, marks=() if v == "4.6.11" else pytest.mark.slow) for v in PINS]
+    "version",
+    [
+        pytest.param(v, marks=(pytest.mark.slow, pytest.mark.ci_slow) if v == "4.6.11" else pytest.mark.slow)
+        for v in PINS
+    ],
 )
 async def test_the_probe_under_every_pytest(version, tasks_micro_images, tasks_redteam):
     base = tasks_micro_images[TASK]
