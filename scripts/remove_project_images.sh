@@ -12,7 +12,10 @@
 # Containers that sandboxes created (label sandboxes.managed=1) and the official harness's (sweb.*) go first:
 # a container keeps its image alive.
 # Kept: the uv, pip and wheel caches (downloads, not state the tests depend on).
+# --dry-run: list what would be removed, remove nothing.
 set -euo pipefail
+dry=0
+[ "${1:-}" = "--dry-run" ] && dry=1
 
 if ! docker info >/dev/null 2>&1; then
   echo "remove_project_images: no Docker engine answers; nothing to remove" >&2
@@ -21,7 +24,10 @@ fi
 t0=$(date +%s)
 containers=$( { docker ps -aq --filter label=sandboxes.managed=1
                 docker ps -a --format '{{.ID}} {{.Image}} {{.Names}}' | awk '$2 ~ /^sweb\./ || $3 ~ /^sweb\./ {print $1}'; } | sort -u)
-if [ -n "$containers" ]; then
+if [ "$dry" = 1 ]; then
+  echo "containers:"; for c in $containers; do docker ps -a --filter "id=$c" --format '  {{.Names}} ({{.Image}})'; done
+fi
+if [ -n "$containers" ] && [ "$dry" = 0 ]; then
   # shellcheck disable=SC2086
   docker rm -f $containers >/dev/null
 fi
@@ -31,6 +37,13 @@ images=$( { docker images --format '{{.Repository}}:{{.Tag}} {{.ID}}' \
               docker images -q --filter "label=$label"
             done
             docker images -q --filter dangling=true; } | sort -u)
+if [ "$dry" = 1 ]; then
+  echo "images:"
+  for i in $images; do
+    echo "  $i $(docker image inspect -f '{{join .RepoTags ","}}' "$i" 2>/dev/null || true)"
+  done
+  exit 0
+fi
 n=0
 if [ -n "$images" ]; then
   n=$(echo "$images" | wc -l)
