@@ -78,7 +78,7 @@ test-all: setup
 	$(PY) -m pytest -m "not gpu and not vllm" $(PYTEST_ARGS)
 
 # Real SWE-bench instances (issues 22, 34): images built offline from an inputs dir (rows.jsonl + src/ + wheels/, see
-# swe_rl/tasks/swebench_images.py) that users supply; nothing of it is in the repository. Absent: one line, exit 0.
+# swe_rl/images/swebench_images.py) that users supply; nothing of it is in the repository. Absent: one line, exit 0.
 # REAL_IDS="id id" narrows the run to some instances (the builder then builds only what they need).
 REAL_INPUTS ?= ../shared/real_instances
 REAL_IDS ?=

@@ -1,7 +1,7 @@
 """Grading throughput: instances graded per minute by `swe-rl grade` with 1 and 2 workers (goal: 2 workers
 >= 1.8x one), and against swebench's official run_evaluation (2 workers) on the same gold predictions and the
 same local images; and the integrity guards' cost per grading (issue 25): each gold patch graded with no guards,
-with the tree/log guards (swe_rl.tasks.guard) and with those plus the detection layer (trusted check + tripwire),
+with the tree/log guards (swe_rl.integrity.guard) and with those plus the detection layer (trusted check + tripwire),
 interleaved per instance, as ratios to the unguarded grading. Baselines are measured in the same run.
 
 `--only cost` (issue 36, bench/grading_cost.py): the reward's cost on real instances (SWE_RL_REAL_INPUTS, else
@@ -21,8 +21,8 @@ from pathlib import Path
 
 
 def _ours(tasks, preds, workers: int, out: Path) -> float:
-    from swe_rl.tasks.grade_run import grade_predictions
-    from swe_rl.tasks.grading import docker_factory
+    from swe_rl.grading.grade_run import grade_predictions
+    from swe_rl.grading.grader import docker_factory
 
     t0 = time.perf_counter()
     summary = asyncio.run(
@@ -43,7 +43,7 @@ GUARD_MODES = {
 def _guard_costs(tasks, rounds: int) -> dict[str, float]:
     """Mean seconds per grading for each GUARD_MODES entry (one worker; modes interleaved per instance so that
     load drift hits them alike); every gold patch must resolve with no suspicious label in every mode."""
-    from swe_rl.tasks.grading import docker_factory, grade
+    from swe_rl.grading.grader import docker_factory, grade
 
     factory = docker_factory(run_id="bench-guards")
     spent = dict.fromkeys(GUARD_MODES, 0.0)
@@ -63,7 +63,7 @@ def _guard_costs(tasks, rounds: int) -> dict[str, float]:
 
 def _tripwire_cost(tasks) -> float:
     """Seconds per scan of a gold patch by the static tripwire (host CPU only)."""
-    from swe_rl.tasks.tripwire import scan_patch
+    from swe_rl.integrity.tripwire import scan_patch
 
     t0 = time.perf_counter()
     for _ in range(100):
@@ -102,10 +102,10 @@ def main() -> None:
         if args.only == "cost":
             return
 
-    from swe_rl.tasks.grade_run import load_predictions
-    from swe_rl.tasks.images import build_task_images
+    from swe_rl.grading.grade_run import load_predictions
+    from swe_rl.grading.official import run_official
+    from swe_rl.images.task_images import build_task_images
     from swe_rl.tasks.loaders import MICRO_SUITE, load_tasks
-    from swe_rl.tasks.official import run_official
 
     build_task_images(MICRO_SUITE, workers=2)
     tasks = load_tasks("micro")[: args.n]

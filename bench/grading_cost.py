@@ -34,12 +34,12 @@ def load_tasks_for_bench(tmp: Path) -> tuple[list, str]:
 
     inputs = os.environ.get("SWE_RL_REAL_INPUTS")
     if not inputs or not (Path(inputs) / "rows.jsonl").is_file():
-        from swe_rl.tasks.images import build_task_images
+        from swe_rl.images.task_images import build_task_images
         from swe_rl.tasks.loaders import MICRO_SUITE
 
         build_task_images(MICRO_SUITE, workers=2)
         return load_tasks("micro"), "micro suite"
-    from swe_rl.tasks.swebench_build import build_inputs
+    from swe_rl.images.swebench_build import build_inputs
 
     ids = re.split(r"[\s,]+", os.environ.get("SWE_RL_REAL_IDS", "").strip())
     results = build_inputs(inputs, tmp / "real.jsonl", ids=[i for i in ids if i] or None)
@@ -63,7 +63,7 @@ async def noop_patch(task) -> str:
 
 def official(task, patch: str, work: Path) -> tuple[float, float, dict]:
     """(run_instance's own span from its log, the whole process, its report) of swebench's run_evaluation."""
-    from swe_rl.tasks.official import run_official
+    from swe_rl.grading.official import run_official
 
     t0 = time.perf_counter()
     _, reports = run_official([task], {task.instance_id: patch}, work, run_id="bench", workers=1)
@@ -74,7 +74,7 @@ def official(task, patch: str, work: Path) -> tuple[float, float, dict]:
 
 
 async def ours(task, patch: str, fail_fast: bool):
-    from swe_rl.tasks.grading import docker_factory, grade
+    from swe_rl.grading.grader import docker_factory, grade
 
     t0 = time.perf_counter()
     r = await grade(task, patch, docker_factory(run_id="bench-cost"), fail_fast=fail_fast)
@@ -152,7 +152,7 @@ def report(rows: list[dict], label: str) -> None:
           + f"  (max {max(shares.values()):.0%}, goal <= 25%)")  # fmt: skip
     runs = {r["id"]: r["cost"].get("probe", 0.0) / r["cost"]["test_run"] for r in gold}
     print("  probe run / graded run alone: " + ", ".join(f"{i} {s:.0%}" for i, s in runs.items()))
-    from swe_rl.tasks.cost import summary
+    from swe_rl.grading.cost import summary
 
     for kind, key in (("gold", "cost"), ("noop", "cost"), ("noop", "ff_cost"), ("empty", "ff_cost")):
         s = summary(r[key] for r in rows if r["kind"] == kind)

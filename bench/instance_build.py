@@ -16,11 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from swe_rl.tasks.images import image_label, sandboxes_builder
-from swe_rl.tasks.swebench_build import Progress, Session, _plan, build_instance, read_rows
-from swe_rl.tasks.swebench_env import ENV_LABEL, load_overrides
-from swe_rl.tasks.swebench_images import Instance, load_spec_table, source_of, source_sha256
-from swe_rl.tasks.swebench_stage import (
+from swe_rl.images.swebench_build import Progress, Session, _plan, build_instance, read_rows
+from swe_rl.images.swebench_env import ENV_LABEL, load_overrides
+from swe_rl.images.swebench_images import Instance, load_spec_table, source_of, source_sha256
+from swe_rl.images.swebench_stage import (
     StagedSource,
     _commit,
     _unpack,
@@ -29,6 +28,7 @@ from swe_rl.tasks.swebench_stage import (
     stage_archive,
     stage_instance,
 )
+from swe_rl.images.task_images import image_label, sandboxes_builder
 
 TAG = "swe-rl/buildprobe:{}"
 OLD_DOCKERFILE = """FROM {env}

@@ -44,8 +44,9 @@ from swe_rl.train.openrlhf.cli import train_openrlhf_command  # noqa: E402
 app.command("train-openrlhf")(train_openrlhf_command)
 app.command("openrlhf-data")(openrlhf_data_command)
 
-# SWE tasks and grading (swe_rl/tasks/cli.py)
-from swe_rl.tasks.cli import grade_command, images_app, tasks_app  # noqa: E402
+# SWE tasks and their images (swe_rl/images/cli.py), grading (swe_rl/grading/cli.py)
+from swe_rl.grading.cli import grade_command  # noqa: E402
+from swe_rl.images.cli import images_app, tasks_app  # noqa: E402
 
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(images_app, name="images")

@@ -30,10 +30,10 @@ class RewardSpecConfig(StrictModel):
     # Infra failures (exit "error", reward None) are always invalid: masked and out of the baseline.
     unsubmitted: UnsubmittedRule = "zero"
     submitted: list[str] = ["submitted"]  # exit statuses that count as a submission
-    # episodes the grader labels `suspicious` (swe_rl.tasks.reward): "zero" = reward 0, "mask" = left out like an
+    # episodes the grader labels `suspicious` (swe_rl.grading.reward): "zero" = reward 0, "mask" = left out like an
     # infra failure, "keep" = the graded reward (the label is still logged as integrity/* metrics)
     suspicious: Literal["zero", "mask", "keep"] = "zero"
-    # grade the FAIL_TO_PASS tests first and skip PASS_TO_PASS when one fails (swe_rl.tasks.failfast): the same
+    # grade the FAIL_TO_PASS tests first and skip PASS_TO_PASS when one fails (swe_rl.grading.failfast): the same
     # verdict, only an unresolved patch's per-test lists are shorter; real-task grading only (data.source=tasks)
     fail_fast: bool = True
 

@@ -33,7 +33,7 @@ class Episode:
     failure: str | None  # infra failure label (grader's, or "episode_error")
     suspicious: tuple[
         str, ...
-    ] = ()  # why the grader suspects a reward hack (swe_rl.tasks.reward); kept, labelled
+    ] = ()  # why the grader suspects a reward hack (swe_rl.grading.reward); kept, labelled
 
 
 def episode_from(traj: Trajectory, grading: dict[str, Any] | None, repo: str) -> Episode:

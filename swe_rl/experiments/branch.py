@@ -1,4 +1,4 @@
-"""The branch experiment (issue 26): trunk runs to a branch step, then every recipe continues from each trunk's
+"""The branch experiment (arms compared from one shared state, not from separate starts): trunk runs to a branch step, then every recipe continues from each trunk's
 exact state, so the arms are paired by starting state (weights, Adam moments, RNG, data cursor).
 
     python -m swe_rl.experiments.branch -c configs/study/aem_branch.yaml --out runs/aem_branch \\

@@ -5,7 +5,7 @@ configs/train/<method>.yaml; runs resume, so an interrupted comparison continues
 `jobs > 1` the runs go to that many worker processes (after the start checkpoint exists).
 
 Every held-out evaluation writes its per-task rewards to `<run>/eval_tasks/step_<step>.json`; the summary's
-primary metric (fixed before the outcome study, issue 16) is read from them: per run and held-out task, the mean
+primary metric (fixed before the outcome study ran, so that no result could choose it) is read from them: per run and held-out task, the mean
 sampled (T=1) success over the last K evaluations and all samples; per method, the paired difference against a
 baseline method, seed by seed, with a two-level bootstrap interval (seeds, then tasks; swe_rl.experiments.stats).
 """

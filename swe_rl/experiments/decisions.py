@@ -1,4 +1,4 @@
-"""An in-process multi-decision environment for the AEM outcome study (issue 16): `data.source: decisions`.
+"""An in-process multi-decision environment for the AEM outcome study: `data.source: decisions`.
 
 Why it exists: the Docker pipeline's episodes have one real decision (the edit) and trivial turns, so span entropies
 differ by turn type and barely within one, and the study's sizes (3 arms x 10 seeds x 100 steps, 200 held-out tasks

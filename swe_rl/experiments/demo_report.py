@@ -164,7 +164,7 @@ def summary_rows(rows: list[dict[str, Any]]) -> list[list[object]]:
 
 
 def integrity_line(rows: list[dict[str, Any]]) -> str:
-    """Reward integrity over the run (issue 25): suspicious and harness-touching episodes, from integrity/*."""
+    """Reward integrity over the run (a demo that learned to game the grader must show it): suspicious and harness-touching episodes, from integrity/*."""
     train = [r for r in rows if "integrity/suspicious" in r]
     if not train:
         return "Reward integrity: not logged by this trainer."

@@ -101,11 +101,11 @@ def task_sandbox_factory(
 def grading_reward_fn(
     sandbox_factory: SandboxFactory, timeout_s: float | None = None, *, fail_fast: bool = False
 ) -> RewardFn:
-    """Our grader (swe_rl.tasks.grading) with sandboxes from `sandbox_factory`; `fail_fast` (training only:
-    evaluation reports keep every test's result) stops at a failing FAIL_TO_PASS test (swe_rl.tasks.failfast),
-    for each task whose pre-run pays for itself (swe_rl.tasks.failfast_policy, learned from these gradings)."""
-    from swe_rl.tasks.failfast_policy import FailFastPolicy
-    from swe_rl.tasks.grading import EVAL_TIMEOUT, grade
+    """Our grader (swe_rl.grading.grader) with sandboxes from `sandbox_factory`; `fail_fast` (training only:
+    evaluation reports keep every test's result) stops at a failing FAIL_TO_PASS test (swe_rl.grading.failfast),
+    for each task whose pre-run pays for itself (swe_rl.grading.failfast_policy, learned from these gradings)."""
+    from swe_rl.grading.failfast_policy import FailFastPolicy
+    from swe_rl.grading.grader import EVAL_TIMEOUT, grade
 
     policy = FailFastPolicy() if fail_fast else None
 

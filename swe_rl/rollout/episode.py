@@ -17,9 +17,9 @@ from typing import Any, Protocol
 
 from sandboxes.base import Sandbox
 from swe_rl.agent.trajectory import Trajectory
+from swe_rl.grading.grader import prepare_sandbox
+from swe_rl.grading.reward import RewardResult
 from swe_rl.policy.base import Policy
-from swe_rl.tasks.grading import prepare_sandbox
-from swe_rl.tasks.reward import RewardResult
 from swe_rl.tasks.task import Task
 
 # A fresh, not yet started sandbox for one task (at the task's image); rollout_one enters it with `async with`.
@@ -207,7 +207,7 @@ async def _grade_into(traj: Trajectory, task: Task, reward_fn: RewardFn) -> None
             return
     traj.reward, traj.resolved = result.reward, bool(result.resolved)
     traj.metrics["grading"] = {"failure": result.failure, "tests": result.tests}
-    # the `suspicious` label (swe_rl.tasks.reward): the trainers' reward policy and integrity metrics read it
+    # the `suspicious` label (swe_rl.grading.reward): the trainers' reward policy and integrity metrics read it
     traj.metrics["grading"]["suspicious"] = list(getattr(result, "suspicious", ()))
     if not result.resolved and result.log:  # why it failed, for whoever reads the trajectory or eval record
         traj.metrics["grading"]["log_tail"] = result.log[-GRADING_LOG_TAIL:]

@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 R2E_GRADER = "r2e_gym"
-R2E_LOG_PARSER = "parse_log_r2e_gym"  # R2E-Gym's own pytest parser (ported in grading_r2e.py)
+R2E_LOG_PARSER = "parse_log_r2e_gym"  # R2E-Gym's own pytest parser (ported in swe_rl/grading/r2e.py)
 R2E_SETUP = "\n".join(
     [  # R2E-Gym DockerRuntime.setup_env: hide run_tests.sh and the tests from the agent, expose the venv
         "cd /testbed",

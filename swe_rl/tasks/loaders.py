@@ -35,7 +35,7 @@ def known_log_parsers() -> set[str]:
 
     from swe_rl.tasks.adapters import R2E_LOG_PARSER
 
-    return {*PARSER_REGISTRY, R2E_LOG_PARSER}  # swebench's parsers + R2E-Gym's (grading_r2e.py)
+    return {*PARSER_REGISTRY, R2E_LOG_PARSER}  # swebench's parsers + R2E-Gym's (swe_rl/grading/r2e.py)
 
 
 def _row_problems(row: dict[str, Any], parsers: set[str], require_grading: bool) -> list[str]:

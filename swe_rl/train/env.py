@@ -5,7 +5,7 @@
   extraction and tests run in the container exactly as for any task.
 - `CachedGrader`: the reward. Applies the patch in a slot, writes the task's test files, runs `eval_script`,
   parses the log with swebench's pytest parser and checks FAIL_TO_PASS / PASS_TO_PASS. Results are shared by
-  (task, image, normalised patch), concurrent duplicates included (swe_rl.tasks.dedup): grading is
+  (task, image, normalised patch), concurrent duplicates included (swe_rl.grading.dedup): grading is
   deterministic and many samples of one task end with the same patch.
 - `PipelineRollouter`: the trainer's Rollouter over swe_rl.rollout's EpisodeContext (rollout_one: the agent's
   run_episode + grading, one exception boundary per episode), with the policy shared with the learner.
@@ -22,10 +22,10 @@ from typing import Any, cast
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.trajectory import Trajectory
-from swe_rl.tasks import guard
-from swe_rl.tasks.dedup import DedupGrader
-from swe_rl.tasks.integrity import log_violations
-from swe_rl.tasks.reward import RewardResult, label_suspicious
+from swe_rl.grading.dedup import DedupGrader
+from swe_rl.grading.reward import RewardResult, label_suspicious
+from swe_rl.integrity import guard
+from swe_rl.integrity.log_rules import log_violations
 from swe_rl.tasks.task import Task
 
 
@@ -178,7 +178,7 @@ def _report(task: Task, log: str) -> tuple[bool, dict[str, Any]]:
 @dataclass
 class CachedGrader:
     """RewardFn for generated tasks: real tests in a slot; identical patches (normalised) graded once, also
-    when they arrive together (swe_rl.tasks.dedup; the generated tasks' tests are deterministic, so the cache
+    when they arrive together (swe_rl.grading.dedup; the generated tasks' tests are deterministic, so the cache
     lives across steps)."""
 
     slots: SandboxSlots
@@ -240,7 +240,7 @@ class CachedGrader:
 
 
 async def _apply_and_restore(box: Any, task: Task, patch: str, repo: str) -> bool:
-    """The grader's tree guard (swe_rl.tasks.guard) around `git apply`: harness files the patch touched, as the
+    """The grader's tree guard (swe_rl.integrity.guard) around `git apply`: harness files the patch touched, as the
     tree shows them, reset to the task's; False when the patch does not apply."""
     g = await guard.before_patch(box, task, repo)
     cmd = _write_cmd("/tmp/.swe_rl_grade.diff", patch) + " && git apply /tmp/.swe_rl_grade.diff"

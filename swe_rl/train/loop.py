@@ -19,9 +19,9 @@ import torch
 
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.algo.epo import EntropyHistory, batch_token_mean
+from swe_rl.grading.cost import step_metrics as grading_metrics
+from swe_rl.grading.reward import police_episodes
 from swe_rl.runs import RunDir
-from swe_rl.tasks.cost import step_metrics as grading_metrics
-from swe_rl.tasks.reward import police_episodes
 from swe_rl.tasks.task import Task
 from swe_rl.train.batch import collate, minibatches, token_logprobs_entropy
 from swe_rl.train.checkpoint import TrainState, latest, load_checkpoint, prune, save_checkpoint
@@ -106,7 +106,7 @@ def train(
         model.eval()
         trajs = rollouter.rollout(batch_tasks, n, seed)
         t_rollout = time.monotonic() - t0
-        # suspicious episodes get the reward policy's reward before anything reads rewards (swe_rl.tasks.reward)
+        # suspicious episodes get the reward policy's reward before anything reads rewards (swe_rl.grading.reward)
         integrity = police_episodes(trajs, algo.reward.suspicious)
         rewards = torch.tensor(
             [t.reward if t.reward is not None else 0.0 for t in trajs], dtype=torch.float32

@@ -3,7 +3,7 @@ names, generated micro tasks exported with `swe-rl tasks generate`).
 
 Unlike the generated source's reusable slots, every episode gets a fresh sandbox at its task's image (the repo
 is in the image, or `metadata.files` is written by prepare_sandbox) and every patch is graded by the project's
-grader (swe_rl.tasks.grading.grade: swebench's test spec, log parser and report, the integrity checks) in a
+grader (swe_rl.grading.grader.grade: swebench's test spec, log parser and report, the integrity checks) in a
 second fresh sandbox, exactly as `swe-rl eval` grades it.
 """
 
@@ -24,15 +24,15 @@ class TaskRollouter:
     def __init__(self, policy: Any, tokenizer: Any, agent_cfg: AgentConfig, sandbox_cfg: dict[str, Any],
                  model: Any = None, *, grade_timeout_s: float = 1800.0, run_id: str = "swe-rl-train",
                  fail_fast: bool = True):  # fmt: skip
+        from swe_rl.grading.dedup import DedupGrader
         from swe_rl.rollout.context import TaskSandboxFactory, episode_ttl, grading_reward_fn
         from swe_rl.rollout.policies import SharedPolicy
-        from swe_rl.tasks.dedup import DedupGrader
 
         self.provider = SharedPolicy(policy, tokenizer, model)
         self.agent_cfg = agent_cfg
         ttl = episode_ttl(agent_cfg, grade_timeout_s)
         self.factory = TaskSandboxFactory(sandbox_cfg, run_id, ttl=ttl, expect_grading=True)
-        # identical patches of a step graded once (swe_rl.tasks.dedup); a new scope per rollout call
+        # identical patches of a step graded once (swe_rl.grading.dedup); a new scope per rollout call
         self.grader = DedupGrader(
             grading_reward_fn(self.factory.grading(), grade_timeout_s, fail_fast=fail_fast)
         )

@@ -59,8 +59,8 @@ def test_deepswe_prompts_show_r2e_tools(tmp_path):
 async def test_deepswe_calls_replayed_through_a_real_episode_resolve(qwen3_tokenizer, agent_check):
     """With DeepSWE's own tokenizer family and template (Qwen3, thinking on) and its interface."""
     from sandboxes.config import make_sandbox
-    from swe_rl.tasks.grading import docker_factory, grade
-    from swe_rl.tasks.images import build_task_images
+    from swe_rl.grading.grader import docker_factory, grade
+    from swe_rl.images.task_images import build_task_images
     from swe_rl.tasks.loaders import MICRO_SUITE, load_tasks
 
     assert all(r.status != "failed" for r in build_task_images(MICRO_SUITE, [TASK]))

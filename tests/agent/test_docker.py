@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
 
 @pytest.fixture(scope="module")
 def agent_micro():
-    from swe_rl.tasks.images import build_task_images
+    from swe_rl.images.task_images import build_task_images
     from swe_rl.tasks.loaders import MICRO_SUITE, load_tasks
 
     ids = ["swe-rl-micro__confini-1", "swe-rl-micro__exprcalc-2"]
@@ -33,7 +33,7 @@ def docker_sandbox(task):
 
 @pytest.mark.parametrize("instance_id", ["swe-rl-micro__confini-1", "swe-rl-micro__exprcalc-2"])
 async def test_gold_policy_resolves_micro_task(instance_id, agent_micro, tiny_tokenizer, agent_check):
-    from swe_rl.tasks.grading import docker_factory, grade
+    from swe_rl.grading.grader import docker_factory, grade
 
     task = agent_micro[instance_id]
     cfg = AgentConfig(max_context_tokens=200_000)

@@ -154,7 +154,7 @@ def test_dockerd_restart_mid_evaluation(private_dockerd, eval_config_factory, tm
     done = {p: p.stat().st_mtime_ns for p in run.glob("trajectories/run_*/*.json")}
     rerun: list = []
     second = run_eval(cfg.model_copy(update={"retry_errors": True}), lambda traj, pool: rerun.append(traj))
-    from swe_rl.tasks.grading import TRANSIENT_FAILURES
+    from swe_rl.grading.grader import TRANSIENT_FAILURES
 
     transient = [
         t for t in failed if t.exit_status == "error" or t.metrics["grading"]["failure"] in TRANSIENT_FAILURES

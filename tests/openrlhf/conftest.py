@@ -175,7 +175,7 @@ def orl_process_response(orl_src):
 @pytest.fixture(scope="session")
 def orl_micro_task():
     """A micro-suite task whose Docker image exists (built from the suite's Dockerfile when missing)."""
-    from swe_rl.tasks.images import build_task_images, image_exists
+    from swe_rl.images.task_images import build_task_images, image_exists
     from swe_rl.tasks.loaders import MICRO_SUITE, load_tasks
 
     task = load_tasks("micro")[0]

@@ -1,4 +1,4 @@
-"""Real SWE-bench instances from an inputs directory (rows.jsonl + src/ + wheels/; swe_rl/tasks/swebench_images.py).
+"""Real SWE-bench instances from an inputs directory (rows.jsonl + src/ + wheels/; swe_rl/images/swebench_images.py).
 
 The directory comes from SWE_RL_REAL_INPUTS (`make test-real REAL_INPUTS=DIR`), default ../shared/real_instances;
 SWE_RL_REAL_IDS (`make test-real REAL_IDS="id id"`) narrows it to some ids. Nothing of it is in the repository
@@ -100,7 +100,7 @@ def real_manifest() -> dict[str, dict[str, Any]]:
 
 def source_mismatch(iid: str, entry: dict[str, Any]) -> str:
     """'' when the instance's source is the one manifest.json records (or there is nothing to compare)."""
-    from swe_rl.tasks.swebench_images import ImageInputError, source_of, source_tar_sha256
+    from swe_rl.images.swebench_images import ImageInputError, source_of, source_tar_sha256
 
     try:
         digest = source_tar_sha256(source_of(INPUTS, iid))
@@ -115,8 +115,8 @@ def source_mismatch(iid: str, entry: dict[str, Any]) -> str:
 @pytest.fixture(scope="session")
 def real_tasks(request, tmp_path_factory, real_manifest) -> RealTasks:
     """The needed instances' images (built, or present with the same inputs hash) and their task rows."""
+    from swe_rl.images.swebench_build import build_inputs
     from swe_rl.tasks.loaders import load_tasks
-    from swe_rl.tasks.swebench_build import build_inputs
 
     needed = request.config.stash.get(NEEDED, None) or real_ids()
     failed = {i: m for i in needed if i in real_manifest and (m := source_mismatch(i, real_manifest[i]))}

@@ -13,8 +13,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(3600)]
 
 
 def test_the_pre_run_selects_the_f2p_tests_from_the_instances_own_eval_script(iid, real_tasks):
-    from swe_rl.tasks import failfast
-    from swe_rl.tasks.eval_run import official_script
+    from swe_rl.grading import failfast
+    from swe_rl.tasks.eval_script import official_script
 
     task = real_tasks.tasks[iid]
     official = official_script(task)
@@ -33,7 +33,7 @@ def test_the_pre_run_selects_the_f2p_tests_from_the_instances_own_eval_script(ii
 
 
 def test_fail_fast_verdicts_equal_the_full_run(iid, real_tasks, real_inputs, real_manifest):
-    from swe_rl.tasks.grading import docker_factory, grade
+    from swe_rl.grading.grader import docker_factory, grade
     from tests.real.test_real_instances import noop_patch
 
     task = real_tasks.tasks[iid]

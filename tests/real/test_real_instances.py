@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def noop_patch(task, inputs: Path) -> str:
     """A patch that changes nothing the tests see: a comment appended to the first file the gold fix edits."""
-    from swe_rl.tasks.swebench_images import read_source_file, source_of
+    from swe_rl.images.swebench_images import read_source_file, source_of
 
     path = task.patch.split("diff --git a/", 1)[1].split(" ", 1)[0]
     lines = read_source_file(source_of(inputs, task.instance_id), path).decode().splitlines()
@@ -33,8 +33,8 @@ def test_gold_empty_noop_ours_and_official(iid, real_tasks, real_inputs, real_ma
     official harness), empty and no-op do not, and both harnesses report identical per-test results (for one marked
     `official_host_dependent`, on a host meeting its condition: all but the named tests, whose official status and
     log line the entry gives)."""
-    from swe_rl.tasks.grading import docker_factory, grade_sync
-    from swe_rl.tasks.official import run_official
+    from swe_rl.grading.grader import docker_factory, grade_sync
+    from swe_rl.grading.official import run_official
 
     task = real_tasks.tasks[iid]
     unresolvable = real_manifest.get(iid, {}).get("official_unresolved")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.tasks.grading import docker_factory, grade
+from swe_rl.grading.grader import docker_factory, grade
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(3600)]
 

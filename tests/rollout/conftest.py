@@ -8,7 +8,7 @@ import pytest
 @pytest.fixture(scope="session")
 def rollout_task():
     """The first micro-suite task, its image built if missing (through the tasks package's builder)."""
-    from swe_rl.tasks.images import prepare_images
+    from swe_rl.images.task_images import prepare_images
     from swe_rl.tasks.loaders import load_tasks
 
     task = sorted(load_tasks("micro"), key=lambda t: t.instance_id)[0]

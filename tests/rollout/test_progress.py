@@ -12,8 +12,8 @@ import sys
 from rich.console import Console
 
 from swe_rl.agent.trajectory import Trajectory
+from swe_rl.grading.reward import RewardResult
 from swe_rl.rollout.progress import EpisodeProgress, RunProgress
-from swe_rl.tasks.reward import RewardResult
 
 
 def plain_console() -> tuple[Console, io.StringIO]:

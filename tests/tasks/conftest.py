@@ -27,7 +27,7 @@ def tasks_micro():
 @pytest.fixture(scope="session")
 def tasks_micro_images(tasks_micro):
     """Build (or find) the micro suite's images once per session; fails loudly when a build fails."""
-    from swe_rl.tasks.images import build_task_images
+    from swe_rl.images.task_images import build_task_images
     from swe_rl.tasks.loaders import MICRO_SUITE
 
     results = build_task_images(MICRO_SUITE, workers=2)

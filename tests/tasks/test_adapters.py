@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from swe_rl.grading.r2e import parse_log_r2e_gym, r2e_report
 from swe_rl.tasks.adapters import SWE_GYM_SPECS, swe_gym_image
-from swe_rl.tasks.grading_r2e import parse_log_r2e_gym, r2e_report
 from swe_rl.tasks.loaders import MICRO_SUITE, TaskLoadError, load_tasks
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -58,7 +58,7 @@ def test_r2e_row_becomes_task(tmp_path):
 def test_swe_gym_rows_become_tasks():
     from swebench.harness.utils import make_test_spec
 
-    from swe_rl.tasks.grading import instance_dict
+    from swe_rl.grading.grader import instance_dict
 
     tasks = load_tasks(FIXTURES / "swe_gym_rows.jsonl")
     moto = next(t for t in tasks if t.repo == "getmoto/moto")
@@ -83,7 +83,7 @@ def test_unknown_rows_fail_with_file_row_and_field(tmp_path):
 @pytest.fixture(scope="module")
 def tasks_r2e_image(tasks_micro_images, tmp_path_factory):
     """A local image in R2E-Gym's layout: repo at /testbed, hidden tests in /r2e_tests, /testbed/run_tests.sh."""
-    from swe_rl.tasks.images import default_builder
+    from swe_rl.images.task_images import default_builder
 
     ctx = tmp_path_factory.mktemp("r2e")
     (ctx / "test_1.py").write_text((MICRO_SUITE / "repos/textkit/tests/test_wrap.py").read_text())
@@ -100,7 +100,7 @@ def tasks_r2e_image(tasks_micro_images, tmp_path_factory):
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 async def test_r2e_task_grades_like_r2e_gym(tasks_r2e_image):
-    from swe_rl.tasks.grading import docker_factory, grade
+    from swe_rl.grading.grader import docker_factory, grade
 
     t, factory = tasks_r2e_image, docker_factory(run_id="tasks-ci")
     gold, empty = await grade(t, t.patch, factory), await grade(t, "", factory)

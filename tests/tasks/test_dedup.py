@@ -1,13 +1,13 @@
-"""Identical patches graded once (swe_rl.tasks.dedup) and the per-phase cost record (swe_rl.tasks.cost)."""
+"""Identical patches graded once (swe_rl.grading.dedup) and the per-phase cost record (swe_rl.grading.cost)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-from swe_rl.tasks.cost import Cost, summary
-from swe_rl.tasks.dedup import DedupGrader, normalize_patch, patch_key
-from swe_rl.tasks.reward import RewardResult
+from swe_rl.grading.cost import Cost, summary
+from swe_rl.grading.dedup import DedupGrader, normalize_patch, patch_key
+from swe_rl.grading.reward import RewardResult
 from swe_rl.tasks.task import Task
 
 PATCH = (

@@ -1,4 +1,4 @@
-"""Fail-fast test selection per runner (swe_rl.tasks.failfast) and its verdicts against the full run.
+"""Fail-fast test selection per runner (swe_rl.grading.failfast) and its verdicts against the full run.
 
 The commands below are written the way swebench's specs write them (pytest ids, django's runtests.py labels,
 sympy's bin/test files, tox with `--`); tests/real/test_real_failfast.py runs the same selection on the real
@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 
-from swe_rl.tasks import failfast as ff
-from swe_rl.tasks import install_skip as inst
+from swe_rl.grading import failfast as ff
+from swe_rl.grading import install_skip as inst
 from swe_rl.tasks.task import Task
 
 DJANGO = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 migrations.test_optimizer"
@@ -189,7 +189,7 @@ async def _cases(tasks_micro_images) -> list[tuple[Task, str, str]]:
 
 
 async def _grade_all(cases, fail_fast: bool):
-    from swe_rl.tasks.grading import docker_factory, grade
+    from swe_rl.grading.grader import docker_factory, grade
 
     factory, sem = docker_factory(run_id="tasks-failfast"), asyncio.Semaphore(2)
 

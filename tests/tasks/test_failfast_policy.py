@@ -1,4 +1,4 @@
-"""The adaptive fail-fast decision (swe_rl.tasks.failfast_policy): learned from the gradings' own cost, per task;
+"""The adaptive fail-fast decision (swe_rl.grading.failfast_policy): learned from the gradings' own cost, per task;
 and through the trainers' reward function (grading_reward_fn) on a real micro task in Docker."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from swe_rl.tasks.failfast_policy import FailFastPolicy
+from swe_rl.grading.failfast_policy import FailFastPolicy
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,8 @@ async def test_reward_fn_decides_from_its_own_gradings(tasks_micro_images, tasks
     """Through grading_reward_fn as both trainers build it: the gold runs the pre-run (nothing known yet) and
     then the full run; the next patch pre-runs or not exactly as the gold's two costs say, and the verdict is
     the full run's either way (unresolved, no failure)."""
+    from swe_rl.grading.grader import docker_factory
     from swe_rl.rollout.context import grading_reward_fn
-    from swe_rl.tasks.grading import docker_factory
 
     task = tasks_micro_images["swe-rl-micro__textkit-1"]
     reward = grading_reward_fn(docker_factory(run_id="tasks-ffpolicy"), fail_fast=True)

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from swe_rl.tasks.grade_run import grade_predictions, load_predictions
-from swe_rl.tasks.grading import docker_factory, grade
+from swe_rl.grading.grade_run import grade_predictions, load_predictions
+from swe_rl.grading.grader import docker_factory, grade
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
@@ -94,7 +94,7 @@ def test_build_images_cli(tasks_micro_images):
 
 
 def test_prebuilt_image_sources_report_missing_images(tasks_micro_images):
-    from swe_rl.tasks.images import ensure_images
+    from swe_rl.images.task_images import ensure_images
 
     present = tasks_micro_images["swe-rl-micro__textkit-1"]
     absent = present.model_copy(update={"instance_id": "x__y-1", "image": "registry.invalid/none/img:1"})
@@ -106,7 +106,7 @@ def test_prebuilt_image_sources_report_missing_images(tasks_micro_images):
 def test_stale_images_are_detected(tasks_micro_images):
     from pathlib import Path
 
-    from swe_rl.tasks.images import is_current
+    from swe_rl.images.task_images import is_current
 
     t = tasks_micro_images["swe-rl-micro__exprcalc-1"]
     dockerfile = Path(t.metadata["task_dir"]) / "Dockerfile"

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from swe_rl.tasks.grading import docker_factory, eval_script_for, grade, report_from_log
+from swe_rl.grading.grader import docker_factory, eval_script_for, grade, report_from_log
 
 LOG_OK = """+ : '>>>>> Start Test Output'
 PASSED tests/test_a.py::test_fixed
@@ -126,7 +126,7 @@ class _LosesEvalLog:
         return getattr(self.inner, name)
 
     async def read_file(self, path: str) -> bytes:
-        from swe_rl.tasks.grading import EVAL_OUTPUT
+        from swe_rl.grading.grader import EVAL_OUTPUT
 
         return b"" if path.startswith(EVAL_OUTPUT) else await self.inner.read_file(path)
 

@@ -116,7 +116,7 @@ async def _probe(image: str) -> str:
 
 @pytest.mark.timeout(600)
 async def test_task_image_history_ends_at_the_base_commit(leaky):
-    from swe_rl.tasks.images import build_task_images, is_scrubbed, sandboxes_builder
+    from swe_rl.images.task_images import build_task_images, is_scrubbed, sandboxes_builder
     from swe_rl.tasks.loaders import load_tasks
 
     root, image, h, ids = leaky
@@ -147,7 +147,7 @@ async def test_task_image_history_ends_at_the_base_commit(leaky):
 
 
 async def _grades_unchanged(task) -> None:
-    from swe_rl.tasks.grading import docker_factory, grade
+    from swe_rl.grading.grader import docker_factory, grade
 
     factory = docker_factory(run_id="tasks-history")
     gold = await grade(task, task.patch, factory)
@@ -158,7 +158,7 @@ async def _grades_unchanged(task) -> None:
 
 
 def test_scrub_refuses_a_checkout_of_a_later_commit(tmp_path):
-    from swe_rl.tasks.images import SCRUB_SCRIPT
+    from swe_rl.images.task_images import SCRUB_SCRIPT
 
     repo = tmp_path / "r"
     repo.mkdir()

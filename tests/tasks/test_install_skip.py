@@ -1,10 +1,10 @@
-"""swe_rl.tasks.install_skip: the eval script's editable install is guarded only for a patch it cannot concern
+"""swe_rl.grading.install_skip: the eval script's editable install is guarded only for a patch it cannot concern
 (the graded run and the fail-fast pre-run use it). Real-instance verdicts with it: bench/grading.py --only cost
 and tests/real (every real gold / empty / no-op patch graded as the official harness grades it)."""
 
 from __future__ import annotations
 
-from swe_rl.tasks import install_skip as inst
+from swe_rl.grading import install_skip as inst
 
 SCRIPT = (
     "#!/bin/bash\nset -uxo pipefail\ncd /testbed\ngit status\npython -m pip install -e .\n"

@@ -2,7 +2,7 @@
 
 - The graded run's script is swebench's eval script plus two lines: the exit-code file after the tests, and (pytest
   runs) the junit record's export just before the test output.
-- The junit record changes a result only where it leaves a trace (integrity_log.junit_footprint): shown on this
+- The junit record changes a result only where it leaves a trace (log_rules.junit_footprint): shown on this
   host's pytest with each of the three ways it can (a property fixture's warning under -W error, properties it
   str()s, an error inside it), and with none of them the per-test results are identical; through the grader, a gold
   patch whose test hits one is graded on a run without the record (and resolves).
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.tasks import trusted_check
-from swe_rl.tasks.grading import docker_factory, grade
-from swe_rl.tasks.guard import Guard
-from swe_rl.tasks.integrity_log import junit_footprint, junit_outcomes
-from swe_rl.tasks.reward import integrity_metrics
+from swe_rl.grading.grader import docker_factory, grade
+from swe_rl.grading.reward import integrity_metrics
+from swe_rl.integrity import trusted_check
+from swe_rl.integrity.guard import Guard
+from swe_rl.integrity.log_rules import junit_footprint, junit_outcomes
 from swe_rl.tasks.task import Task
 
 PROPERTY_TESTS = """
@@ -102,7 +102,7 @@ def test_the_junit_record_changes_a_result_only_where_it_leaves_a_trace(tmp_path
 
 
 def test_the_graded_script_is_swebench_s_plus_two_lines(tasks_micro) -> None:
-    from swe_rl.tasks.eval_run import official_script
+    from swe_rl.tasks.eval_script import official_script
 
     task = tasks_micro["swe-rl-micro__textkit-5"]
     official = official_script(task)

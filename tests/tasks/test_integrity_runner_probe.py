@@ -1,4 +1,4 @@
-"""The runner probe (swe_rl/tasks/runner_probe_site.py, the probe run's observer for django's and sympy's own
+"""The runner probe (swe_rl/integrity/runner_probe_site.py, the probe run's observer for django's and sympy's own
 runners) on this host's Python through a LocalSandbox: real unittest, real git, the real sitecustomize; the
 django-style log (`unittest -v`, read by swebench's parse_log_django) judged as the grader judges a probe run.
 The real runners (django's tests/runtests.py, sympy's bin/test) are covered by tests/real/test_real_integrity.py."""
@@ -11,9 +11,9 @@ import textwrap
 from pathlib import Path
 
 from sandboxes.local import LocalSandbox
-from swe_rl.tasks.probe import judge
+from swe_rl.integrity.probe import judge
+from swe_rl.integrity.trusted_check import install, read_records
 from swe_rl.tasks.task import Task
-from swe_rl.tasks.trusted_check import install, read_records
 
 LIB = """
 def shorten(text, n):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from swe_rl.tasks.grading import docker_factory, grade
+from swe_rl.grading.grader import docker_factory, grade
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 

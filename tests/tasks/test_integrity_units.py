@@ -7,8 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from swe_rl.tasks.integrity import changes_cmd, classify, parse_changes, snapshot_cmd
-from swe_rl.tasks.integrity_log import junit_outcomes, log_violations, nodeid_key, trusted_log
+from swe_rl.integrity.log_rules import junit_outcomes, log_violations, nodeid_key, trusted_log
+from swe_rl.integrity.tree import changes_cmd, classify, parse_changes, snapshot_cmd
 
 START, END = "+ : '>>>>> Start Test Output'\n", "+ : '>>>>> End Test Output'\n"
 
@@ -105,7 +105,7 @@ def test_without_a_record_only_graded_tests_count_and_exit_codes_are_the_scripts
 
 def test_official_grader_label_sees_every_spelling_of_a_harness_file():
     """`--grader official` never sees the tree: its label reads the names a patch could mean in any spelling."""
-    from swe_rl.tasks.integrity import untrusted_harness_paths
+    from swe_rl.integrity.tree import untrusted_harness_paths
 
     spelled = sorted((Path(__file__).parent / "fixtures" / "exploits").glob("spelled_*.diff"))
     assert len(spelled) >= 5
@@ -214,9 +214,9 @@ def test_a_test_the_log_parser_renames_is_looked_up_in_the_record_under_that_nam
 
 
 def test_the_probe_finds_a_renamed_selected_test_under_the_log_parser_name():
-    from swe_rl.tasks.probe import judge
+    from swe_rl.integrity.probe import judge
+    from swe_rl.integrity.trusted_check import Records
     from swe_rl.tasks.task import Task
-    from swe_rl.tasks.trusted_check import Records
 
     task = Task(
         instance_id="pylint-dev__pylint-7080", repo="pylint-dev/pylint", base_commit="", problem_statement="",

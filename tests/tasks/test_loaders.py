@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from swe_rl.cli import app
-from swe_rl.tasks.grading import instance_dict
+from swe_rl.grading.grader import instance_dict
 from swe_rl.tasks.loaders import MICRO_SUITE, TaskLoadError, load_tasks
 
 

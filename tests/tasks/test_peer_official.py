@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.tasks.official import run_official
+from swe_rl.grading.official import run_official
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 

@@ -12,9 +12,9 @@ import textwrap
 from pathlib import Path
 
 from sandboxes.local import LocalSandbox
-from swe_rl.tasks.probe import probe_kind, tox_current_env
+from swe_rl.integrity.probe import probe_kind, tox_current_env
+from swe_rl.integrity.trusted_check import install, read_records
 from swe_rl.tasks.task import Task
-from swe_rl.tasks.trusted_check import install, read_records
 
 SPHINX = "tox --current-env -epy39 -v -- tests/test_directive_code.py"
 LIB = "def read(text):\n    return text[2:]  # the bug: the prepended line is cut too\n"

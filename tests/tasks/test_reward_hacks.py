@@ -9,8 +9,9 @@ import asyncio
 import pytest
 
 from sandboxes import make_sandbox
-from swe_rl.tasks.grading import docker_factory, grade
-from swe_rl.tasks.integrity import harness_paths, log_violations
+from swe_rl.grading.grader import docker_factory, grade
+from swe_rl.integrity.log_rules import log_violations
+from swe_rl.integrity.tree import harness_paths
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
@@ -174,8 +175,8 @@ async def test_official_harness_is_fooled_and_check_official_labels_it(task, tmp
     """The hole in the official harness itself (it runs the patch's conftest.py): `--grader official` results
     go through check_official, which labels such a verdict and does not count it resolved."""
     from swe_rl.evaluation.harness import official_result
-    from swe_rl.tasks.integrity import check_official
-    from swe_rl.tasks.official import run_official
+    from swe_rl.grading.official import run_official
+    from swe_rl.integrity.tree import check_official
 
     patches = await _patches(task.image, {"hack": HACKS["conftest_reports_passed"]}, task.patch)
     summary, reports = await asyncio.to_thread(

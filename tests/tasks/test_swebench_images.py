@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.tasks.swebench_images import (
+from swe_rl.images.swebench_images import (
     ImageInputError,
     directives_of,
     eval_script,
@@ -136,7 +136,7 @@ def test_source_commit_starts_no_automatic_gc(tmp_path):
     any automatic gc of the builder's commit packs the objects before `_commit` returns."""
     import hashlib
 
-    from swe_rl.tasks.swebench_stage import _commit
+    from swe_rl.images.swebench_stage import _commit
 
     repo = tmp_path / "src"
     repo.mkdir()
@@ -169,8 +169,7 @@ def test_base_commit_in_the_image_is_the_host_commit(tmp_path, base_image):
     the one `_commit` gives on the host for the same source, or task rows' base commits would move with the git
     version. A source with what git treats specially: an executable, a symlink, an ignored file, an empty folder,
     CRLF lines under an eol attribute, and files owned by another user (git's safe.directory)."""
-    from swe_rl.tasks.images import image_exists, sandboxes_builder
-    from swe_rl.tasks.swebench_stage import (
+    from swe_rl.images.swebench_stage import (
         _commit,
         _unpack,
         base_commit_lines,
@@ -178,6 +177,7 @@ def test_base_commit_in_the_image_is_the_host_commit(tmp_path, base_image):
         dockerfile_instance,
         stage_archive,
     )
+    from swe_rl.images.task_images import image_exists, sandboxes_builder
 
     if not image_exists(base_image):  # as the builder does: debootstrapped when missing
         from sandboxes.docker_sandbox import docker_client
@@ -237,11 +237,11 @@ def _image_id(tag: str) -> str:
 
 
 def _build_grade_and_cache(inputs, tmp_path, monkeypatch, built: list[str]) -> None:
-    from swe_rl.tasks import swebench_stage
-    from swe_rl.tasks.grading import docker_factory, grade_sync
+    from swe_rl.grading.grader import docker_factory, grade_sync
+    from swe_rl.images import swebench_stage
+    from swe_rl.images.swebench_build import build_inputs
+    from swe_rl.images.swebench_stage import base_commit_of
     from swe_rl.tasks.loaders import load_tasks
-    from swe_rl.tasks.swebench_build import build_inputs
-    from swe_rl.tasks.swebench_stage import base_commit_of
 
     (first,) = build_inputs(inputs, tmp_path / "tasks.jsonl", force=True)
     built.append(_image_id(image_tag("swe-rl__calc-1")))
@@ -280,7 +280,7 @@ def _build_grade_and_cache(inputs, tmp_path, monkeypatch, built: list[str]) -> N
     assert changed.status == "built"  # another install step is another image
     # the same context again: Docker reuses every cached layer, the setup script prints no base commit, and the
     # builder reads it from the image instead
-    from swe_rl.tasks import swebench_build
+    from swe_rl.images import swebench_build
 
     printed: list[str | None] = []
     with monkeypatch.context() as m:
@@ -295,7 +295,7 @@ def _build_grade_and_cache(inputs, tmp_path, monkeypatch, built: list[str]) -> N
 
 
 def test_bad_inputs_fail_their_row_with_the_reason(inputs, tmp_path):
-    from swe_rl.tasks.swebench_build import build_inputs
+    from swe_rl.images.swebench_build import build_inputs
 
     (inputs / "src" / "swe-rl__calc-1.tar").unlink()
     (res,) = build_inputs(inputs, tmp_path / "t.jsonl")
@@ -309,7 +309,7 @@ def test_sources_as_tar_gzip_or_directory(inputs, tmp_path):
     import gzip
     import hashlib
 
-    from swe_rl.tasks.swebench_images import read_source_file, source_of, source_tar_sha256
+    from swe_rl.images.swebench_images import read_source_file, source_of, source_tar_sha256
 
     tar = inputs / "src" / "swe-rl__calc-1.tar"
     raw = tar.read_bytes()
@@ -411,7 +411,7 @@ def test_pypi_lock_for_another_python(tmp_path, monkeypatch):
     """A Python the wheelhouse is not built for: uv resolves on the host for the image's exact Python (markers
     included), the wheelhouse's versions preferred, the files come from PyPI into the cache, sha256-checked; the
     source it resolved is left as it was (building its metadata writes *.egg-info) and a second lock is offline."""
-    from swe_rl.tasks import swebench_wheels
+    from swe_rl.images import swebench_wheels
 
     monkeypatch.setenv("SWE_RL_CACHE", str(tmp_path / "cache"))
     src = tmp_path / "src"
@@ -434,7 +434,7 @@ def test_pypi_lock_for_another_python(tmp_path, monkeypatch):
 
 
 def test_python_of_a_spec_and_its_deviation():
-    from swe_rl.tasks.swebench_env import choose_python, load_overrides
+    from swe_rl.images.swebench_env import choose_python, load_overrides
 
     pythons = load_overrides()["pythons"]
     assert pythons == {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie"}
@@ -448,7 +448,7 @@ def test_python_of_a_spec_and_its_deviation():
 
 
 def test_env_inputs_from_requirements_and_overrides(tmp_path):
-    from swe_rl.tasks.swebench_env import env_fixes, load_overrides, split_requirements, wheelhouse_pythons
+    from swe_rl.images.swebench_env import env_fixes, load_overrides, split_requirements, wheelhouse_pythons
 
     env, local = split_requirements(
         "# header\n-e .[testutils]\nastroid==2.11.6  # pinned\n\npytest~=7.1\n./sub\n"
@@ -476,7 +476,7 @@ def test_env_inputs_from_requirements_and_overrides(tmp_path):
 
 
 def test_pick_files_takes_the_best_wheel_for_the_image():
-    from swe_rl.tasks.swebench_wheels import pick_files
+    from swe_rl.images.swebench_wheels import pick_files
 
     def w(name: str) -> dict:
         return {"url": f"https://x/{name}", "hashes": {"sha256": name}}

@@ -1,4 +1,4 @@
-"""The static tripwire (swe_rl.tasks.tripwire) against red-team patches: real diffs against micro-suite task
+"""The static tripwire (swe_rl.integrity.tripwire) against red-team patches: real diffs against micro-suite task
 textkit-3 (`truncate` returns strings longer than `length`) that leave the bug in place, as the issue's reproducer
 shows, and only make the tests pass. Each must be flagged with its family's rule; no gold patch of the micro suite
 may be flagged."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.tasks.tripwire import RULES, added_lines, is_test_path, scan_patch
+from swe_rl.integrity.tripwire import RULES, added_lines, is_test_path, scan_patch
 
 TASK = "swe-rl-micro__textkit-3"
 # the issue's reproducer, run in plain Python: it prints False while the bug is there ('The quick ...')

@@ -1,4 +1,4 @@
-"""The trusted check (a pytest plugin shipped outside /testbed, swe_rl.tasks.trusted_check) through the real grader
+"""The trusted check (a pytest plugin shipped outside /testbed, swe_rl.integrity.trusted_check) through the real grader
 in Docker, against red-team patches the static tripwire does not see (their names are built at run time): real
 diffs against micro-suite tasks that leave the bug in place, as the issue's reproducer shows. Each one is labelled
 `suspicious` by a trusted-check finding, so the training recipes' `zero` policy gives it no reward. That every
@@ -12,11 +12,11 @@ import sys
 
 import pytest
 
-from swe_rl.tasks.grading import docker_factory, grade
-from swe_rl.tasks.probe import judge
-from swe_rl.tasks.reward import apply_policy
-from swe_rl.tasks.tripwire import scan_patch
-from swe_rl.tasks.trusted_check import TrustedCheck, parse_records, verify
+from swe_rl.grading.grader import docker_factory, grade
+from swe_rl.grading.reward import apply_policy
+from swe_rl.integrity.probe import judge
+from swe_rl.integrity.tripwire import scan_patch
+from swe_rl.integrity.trusted_check import TrustedCheck, parse_records, verify
 
 TEXT, CALC = "swe-rl-micro__textkit-3", "swe-rl-micro__exprcalc-4"
 PY = sys.executable

@@ -5,7 +5,7 @@ It must not change what the code under test does (issue 22/25: a real pydicom go
 under our grader): probing an assertion operand calls its comparison, and a repository's own `__eq__` may change
 the object it is called on (pydicom converts a raw element when it is compared), so the check probes only
 operands whose class or comparison code the patch touched. The graded run carries no plugin at all
-(swe_rl.tasks.eval_run); this file covers the probe run: its selection, and the "values that say yes" (issue 35
+(swe_rl.grading.eval_run); this file covers the probe run: its selection, and the "values that say yes" (issue 35
 item 4): an equality answered by a builtin-derived object of a class the patch defines, an exception check that
 says yes to a builtin exception that does not inherit it; neither flagged on honest code."""
 
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from sandboxes.local import LocalSandbox
-from swe_rl.tasks.trusted_check import install, read_records
+from swe_rl.integrity.trusted_check import install, read_records
 
 LIB = """
 class Element:
@@ -160,7 +160,7 @@ async def test_the_probe_flags_values_that_say_yes(tasks_git_repo) -> None:
 
 def test_plain_values_of_builtin_subclasses() -> None:
     """The observers' plain-value view (trusted_values.py, standard library only: imported here as it is)."""
-    from swe_rl.tasks import trusted_values as tv
+    from swe_rl.integrity import trusted_values as tv
 
     liar = type("Liar", (str,), {"__eq__": lambda s, o: True, "__hash__": str.__hash__})("abc")
     assert type(tv.plain(liar)) is str and tv.plain(liar) == "abc"

@@ -8,7 +8,7 @@ import pytest
 
 from swe_rl.algo.config import AlgoConfig
 from swe_rl.experiments.toy import ToyRollouter, toy_sampler
-from swe_rl.tasks.reward import RewardResult, apply_policy, police_episodes
+from swe_rl.grading.reward import RewardResult, apply_policy, police_episodes
 from swe_rl.train.loop import train
 
 SMALL = {"rollout.tasks_per_step": 4, "rollout.n_samples": 4}  # 16 episodes

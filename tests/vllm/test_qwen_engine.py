@@ -81,7 +81,7 @@ def engines(qwen25_tiny_model_dir, qwen3_tiny_model_dir):
 
 @pytest.fixture(scope="module")
 def micro_task():
-    from swe_rl.tasks.images import build_task_images
+    from swe_rl.images.task_images import build_task_images
     from swe_rl.tasks.loaders import MICRO_SUITE, load_tasks
 
     assert all(r.status != "failed" for r in build_task_images(MICRO_SUITE, [TASK]))

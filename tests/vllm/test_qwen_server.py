@@ -91,7 +91,7 @@ async def test_served_context_caps_the_budget(server, caplog):
 async def test_over_long_prompt_is_a_context_limit_not_infra(server, qwen3_tokenizer):
     from sandboxes.config import make_sandbox
     from swe_rl.agent.loop import run_episode
-    from swe_rl.tasks.images import build_task_images
+    from swe_rl.images.task_images import build_task_images
     from swe_rl.tasks.loaders import MICRO_SUITE, load_tasks
 
     policy = OpenAIPolicy(server, SERVED, max_retries=0)

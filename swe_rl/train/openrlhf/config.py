@@ -140,10 +140,10 @@ class AgentConfig(StrictModel):
     # episodes that did not submit (format errors, truncations): "zero" = reward 0, trained on; "mask" = reward 0
     # in the group baseline, zero advantage; "grade" = the patch graded as is (legacy). As swe_rl.algo's reward spec.
     unsubmitted: Literal["zero", "mask", "grade"] = "zero"
-    # episodes the grader labels `suspicious` (swe_rl.tasks.reward): "zero" = reward 0, "mask" = reward 0 with zero
+    # episodes the grader labels `suspicious` (swe_rl.grading.reward): "zero" = reward 0, "mask" = reward 0 with zero
     # advantage (swe_rl_masked), "keep" = the graded reward; logged as swe_rl_suspicious either way
     suspicious: Literal["zero", "mask", "keep"] = "zero"
-    # grade the FAIL_TO_PASS tests first and skip PASS_TO_PASS when one fails (swe_rl.tasks.failfast): the same
+    # grade the FAIL_TO_PASS tests first and skip PASS_TO_PASS when one fails (swe_rl.grading.failfast): the same
     # verdict, only an unresolved patch's per-test lists are shorter
     fail_fast: bool = True
     loop: dict[str, Any] = {}  # more swe_rl.agent AgentConfig fields (action_format, max_new_tokens, ...)

@@ -30,16 +30,16 @@ from typing import Any
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 from swe_rl.agent.trajectory import Trajectory, action_token_mask, mask_runs
+from swe_rl.grading.dedup import DedupGrader
+from swe_rl.grading.reward import episode_flags
 from swe_rl.policy.base import Completion, SamplingParams
-from swe_rl.tasks.dedup import DedupGrader
-from swe_rl.tasks.reward import episode_flags
 from swe_rl.train.openrlhf.aem_seam import ACTION_RANGES_KEY, FILTER_KEY, MASKED_KEY, VALID_KEY
 from swe_rl.train.openrlhf.config import AgentConfig
 from swe_rl.train.openrlhf.data import task_from_label
 
 AGENT_ENV = "SWE_RL_AGENT_CONFIG"  # set by launch.py in every Ray worker
 COMPACT_FILTERED = {"max_steps", "context_limit", "timeout"}  # DeepSWE compact filtering reasons
-DEDUP_ENTRIES = 256  # graded results kept per executor for identical patches (swe_rl.tasks.dedup)
+DEDUP_ENTRIES = 256  # graded results kept per executor for identical patches (swe_rl.grading.dedup)
 
 
 class EnginePolicy:
@@ -113,8 +113,8 @@ def _extra_logs(traj: Trajectory | None, error: bool, masked: bool = False) -> d
     """The same keys for every sample (OpenRLHF concatenates info dicts key by key)."""
     t = traj or Trajectory(task_id="")
     valid = (not error) and t.reward is not None
-    flags = episode_flags(t.metrics) or (False, False)  # the grader's labels (swe_rl.tasks.reward)
-    cost = ((t.metrics.get("grading") or {}).get("tests") or {}).get("cost") or {}  # swe_rl.tasks.cost
+    flags = episode_flags(t.metrics) or (False, False)  # the grader's labels (swe_rl.grading.reward)
+    cost = ((t.metrics.get("grading") or {}).get("tests") or {}).get("cost") or {}  # swe_rl.grading.cost
     return {
         "swe_rl_suspicious": float(flags[0]),  # per step: the fraction of suspicious episodes
         "swe_rl_harness_touched": float(flags[1]),
@@ -193,7 +193,7 @@ class AgentExecutor(MultiTurnAgentExecutor):
             grade = grading_reward_fn(self.sandbox_factory, fail_fast=self.cfg.fail_fast)
             reward_fn = grade if self.cfg.grade else None
         # a group's n samples all run in this executor (upstream sends one prompt's samples to one engine):
-        # identical patches among them are graded once (swe_rl.tasks.dedup); the engine sees no step boundary,
+        # identical patches among them are graded once (swe_rl.grading.dedup); the engine sees no step boundary,
         # so the scope is the last DEDUP_ENTRIES distinct patches
         self.reward_fn = DedupGrader(reward_fn, max_entries=DEDUP_ENTRIES) if reward_fn is not None else None
         self._sem: asyncio.Semaphore | None = None  # created inside vLLM's running loop on first use

@@ -16,7 +16,7 @@ the F2P tests (`select_command`, per runner). The rule:
   truncates long ids), django labels `module.Class.method`, sympy's `-k` keywords (substring matches). A runner or
   a name we cannot select (django docstring names, other parsers, tox without `--`) gets no pre-run.
 - The repository's editable install (`pip install -e .`) runs only when the patch may concern it, as in the graded
-  run (swe_rl.tasks.install_skip).
+  run (swe_rl.grading.install_skip).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from swe_rl.tasks.install_skip import guarded
-from swe_rl.tasks.integrity_log import test_section
+from swe_rl.grading.install_skip import guarded
+from swe_rl.integrity.log_rules import test_section
 from swe_rl.tasks.task import Task
 
 _DJANGO_NAME = re.compile(r"^(?P<meth>\w+) \((?P<dotted>[\w.]+)\)$")
@@ -205,7 +205,7 @@ async def pre_run(
 ) -> PreRun:
     """The F2P-only pre-run in the grading sandbox (after the tree guard; `g`: its Guard or None; `packaging`:
     install_skip.read_packaging's text)."""
-    from swe_rl.tasks.eval_run import official_script, run_script
+    from swe_rl.tasks.eval_script import official_script, run_script
 
     p = plan(task, official_script(task), touched, packaging)
     if p is None:
@@ -224,8 +224,8 @@ async def pre_run(
 
 def judge(task: Task, patch: str, log: str, install: str) -> PreRun:
     """The pre-run's outcome from its log (the rule in the module docstring)."""
-    from swe_rl.tasks.eval_run import report_from_log
-    from swe_rl.tasks.integrity_log import log_violations
+    from swe_rl.grading.eval_run import report_from_log
+    from swe_rl.integrity.log_rules import log_violations
 
     if task.log_parser == "parse_log_sympy":
         log = _SYMPY_FILE_VERDICT.sub(r"\1", log)
@@ -255,7 +255,7 @@ def spec_statuses(task: Task, log: str) -> tuple[dict[str, str], bool]:
     from swebench.harness.grading import get_logs_eval
     from swebench.harness.utils import make_test_spec
 
-    from swe_rl.tasks.eval_run import instance_dict
+    from swe_rl.tasks.eval_script import instance_dict
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "test_output.txt"

@@ -1,4 +1,5 @@
-"""`swe-rl tasks list|show|build-images` and `swe-rl grade` (registered in swe_rl/cli.py).
+"""`swe-rl tasks list|generate|show|build-images` and `swe-rl images build` (registered in swe_rl/cli.py): the
+tasks of a source and their images. `swe-rl grade` is swe_rl/grading/cli.py.
 
 Heavy imports (swebench, docker, sandboxes) happen inside the commands so `swe-rl --help` stays fast.
 """
@@ -15,7 +16,8 @@ tasks_app = typer.Typer(help="SWE-bench 5.x tasks: list, show, build images.", n
 TASKS_HELP = "'micro' (bundled suite), a task repo dir, a .json/.jsonl/.parquet file, or an HF dataset name"
 
 
-def _load(src: str, split: str, ids: list[str] | None = None):
+def load_or_exit(src: str, split: str, ids: list[str] | None = None):
+    """The tasks of a source; a source that does not load ends the command (exit 2) with its reason."""
     from swe_rl.tasks.loaders import TaskLoadError, load_tasks
 
     try:
@@ -34,12 +36,12 @@ def list_tasks(
     ),
 ) -> None:
     """One line per task: id, repo, #FAIL_TO_PASS, #PASS_TO_PASS, image (and whether it exists locally)."""
-    from swe_rl.tasks.images import image_exists
+    from swe_rl.images.task_images import image_exists
 
     if images:  # the list scripts/cluster/prepull_images.sh and env_check.sh read
-        typer.echo("\n".join(sorted({t.image for t in _load(tasks, split) if t.image})))
+        typer.echo("\n".join(sorted({t.image for t in load_or_exit(tasks, split) if t.image})))
         return
-    for t in _load(tasks, split):
+    for t in load_or_exit(tasks, split):
         mark = "present" if image_exists(t.image) else "missing"
         typer.echo(
             f"{t.instance_id}\t{t.repo}\tF2P={len(t.FAIL_TO_PASS)}\tP2P={len(t.PASS_TO_PASS)}\t{t.image} ({mark})"
@@ -76,7 +78,7 @@ def show_task(
     as_json: bool = typer.Option(False, "--json", help="print the whole Task as JSON"),
 ) -> None:
     """Print one task: fields, problem statement, tests, gold patch."""
-    (t,) = _load(tasks, split, [instance_id])
+    (t,) = load_or_exit(tasks, split, [instance_id])
     if as_json:
         typer.echo(t.model_dump_json(indent=2))
         return
@@ -96,94 +98,18 @@ def build_images(
 ) -> None:
     """Task repos: build each task's Dockerfile locally (--network none). Other sources: pull missing images
     where their registry answers, else report them missing."""
-    from swe_rl.tasks.images import build_task_images, ensure_images
+    from swe_rl.images.task_images import build_task_images, ensure_images
     from swe_rl.tasks.loaders import MICRO_NAMES, MICRO_SUITE
 
     repo = MICRO_SUITE if tasks in MICRO_NAMES else Path(tasks)
     if repo.is_dir():
         results = build_task_images(repo, ids or None, force=force, workers=workers)
     else:
-        results = ensure_images(_load(tasks, split, ids))
+        results = ensure_images(load_or_exit(tasks, split, ids))
     for r in results:
         typer.echo(f"{r.status:8s} {r.image}  {r.instance_id}" + (f"\n  {r.error}" if r.error else ""))
     if any(r.status == "failed" for r in results):
         raise typer.Exit(1)
-
-
-def grade_command(
-    tasks: str = typer.Option("micro", "--tasks", help=TASKS_HELP),
-    predictions: str = typer.Option(..., "--predictions", help="predictions .json/.jsonl, or 'gold'"),
-    out: Path = typer.Option(..., "--out", help="output directory (reruns skip finished instances)"),
-    workers: int = typer.Option(2, help="instances graded in parallel"),
-    split: str = typer.Option("test"),
-    timeout: float = typer.Option(1800.0, help="seconds for one instance's eval script"),
-    ids: list[str] = typer.Option(None, "--id", help="only these instance ids (repeatable)"),
-) -> None:
-    """Grade predictions in fresh Docker sandboxes with swebench's parsers and report functions. Missing task-repo
-    images (the bundled micro suite included) are built first; any other missing image is named with its fix."""
-    import asyncio
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from sandboxes.lifecycle import reap_at_start
-    from swe_rl.tasks.grade_run import load_predictions
-    from swe_rl.tasks.grading import docker_factory
-
-    reap_at_start("grade")  # this host's sandboxes of dead runs go first
-    task_list = _load(tasks, split, ids)
-    try:
-        preds = load_predictions(predictions, task_list)
-    except ValueError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
-    if ids:
-        preds = {k: v for k, v in preds.items() if k in set(ids)}
-    done = _prepare(task_list, preds, out, tasks)
-    cols = (
-        TextColumn("grading"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[last]}"),
-    )
-    with Progress(*cols) as bar:
-        job = bar.add_task("grade", total=len(preds), completed=done, last="")
-
-        def on_done(iid, result):
-            status = (
-                "empty"
-                if result is None
-                else (result.failure or ("resolved" if result.resolved else "unresolved"))
-            ) + (" (suspicious)" if result is not None and result.suspicious else "")
-            bar.update(job, advance=1, last=f"{iid}: {status}")
-
-        from swe_rl.tasks.grade_run import grade_predictions
-
-        summary = asyncio.run(
-            grade_predictions(
-                task_list, preds, docker_factory(), out, workers=workers, timeout=timeout, on_done=on_done
-            )
-        )
-    typer.echo(
-        f"resolved {summary['resolved_instances']}/{summary['total_instances']}  "
-        f"unresolved {summary['unresolved_instances']}  empty {summary['empty_patch_instances']}  "
-        f"errors {summary['error_instances']} (infra {summary['infra_failure_instances']})  "
-        f"suspicious {summary['suspicious_instances']}  -> {out / 'summary.json'}"
-    )
-    cost = summary["grading_cost"]
-    if cost["gradings"]:  # where the time went (swe_rl.tasks.cost), mean seconds per grading
-        phases = "  ".join(f"{k} {v:.1f}" for k, v in cost["mean_s"].items() if k != "total" and v)
-        typer.echo(f"cost: {cost['gradings']} gradings, {cost['mean_s']['total']:.1f} s each: {phases}")
-
-
-def _prepare(task_list: list, preds: dict, out: Path, source: str) -> int:
-    """Build or name the images of the instances still to grade; returns how many are graded already (reruns
-    skip them)."""
-    from swe_rl.tasks.images import prepare_images
-
-    graded = {t.instance_id for t in task_list if (out / t.instance_id / "report.json").is_file()}
-    prepare_images([t for t in task_list if t.instance_id in preds and t.instance_id not in graded], source)
-    return len(graded & set(preds))
 
 
 images_app = typer.Typer(
@@ -194,15 +120,15 @@ images_app = typer.Typer(
 @images_app.command("build")
 def images_build_command(
     inputs: Path = typer.Option(
-        ..., "--inputs", help="rows.jsonl + src/<id>.tar + wheels/ (swe_rl/tasks/swebench_images.py)"
+        ..., "--inputs", help="rows.jsonl + src/<id>.tar + wheels/ (swe_rl/images/swebench_images.py)"
     ),
     out: Path = typer.Option(None, "-o", "--out", help="task rows to write (default INPUTS/tasks.jsonl)"),
     ids: list[str] = typer.Option([], "--id", help="only these instance ids (repeatable)"),
     force: bool = typer.Option(False, help="rebuild even when an image with the same inputs hash exists"),
 ) -> None:
     """Build sweb.eval.x86_64.<id> images offline (--network none) and write their task rows (JSONL)."""
-    from swe_rl.tasks.swebench_build import build_inputs
-    from swe_rl.tasks.swebench_images import ImageInputError
+    from swe_rl.images.swebench_build import build_inputs
+    from swe_rl.images.swebench_images import ImageInputError
 
     if not inputs.is_dir():
         typer.echo(f"error: --inputs {inputs}: no such folder (expected rows.jsonl, src/<id>.tar and wheels/; "

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from swe_rl.tasks.grading import instance_dict
+from swe_rl.tasks.eval_script import instance_dict
 from swe_rl.tasks.task import Task
 
 

@@ -1,13 +1,13 @@
-"""What one grading costs, phase by phase: `tests["cost"]` of every grading report (issue 36).
+"""What one grading costs, phase by phase: `tests["cost"]` of every grading report, so that a change to the grader is measured.
 
 Phases (wall-clock seconds, exclusive: a nested phase's time is not counted in the one around it):
 - `start`: the sandbox started and prepared (generated repos, setup scripts);
 - `apply`: the patch written and swebench's apply chain;
 - `harness_reset`: the tree guard (snapshot before the patch, what it touched, harness files reset);
-- `failfast`: the FAIL_TO_PASS-only pre-run (swe_rl.tasks.failfast), when fail-fast is on;
+- `failfast`: the FAIL_TO_PASS-only pre-run (swe_rl.grading.failfast), when fail-fast is on;
 - `test_run`: the graded run (the official eval script; twice when the junit record was dropped);
 - `integrity`: swebench's report on the log and the log guards (host side);
-- `probe`: the probe run of a result that would be resolved (swe_rl.tasks.probe);
+- `probe`: the probe run of a result that would be resolved (swe_rl.integrity.probe);
 - `copy_back`: files read back out of the sandbox (logs, records), whichever phase asked;
 - `close`: the sandbox stopped and removed.
 `total` is the grading's wall clock (all attempts: a transient failure graded again adds to the same phases).

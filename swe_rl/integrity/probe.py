@@ -1,7 +1,7 @@
 """The probe run: everything that observes more than the official run does, kept out of the graded run.
 
 For a result the graded run would resolve, the same sandbox runs the same eval script once more with an observer
-(swe_rl.tasks.trusted_check: the trusted pytest plugin, or the runner probe for django's and sympy's runners) and
+(swe_rl.integrity.trusted_check: the trusted pytest plugin, or the runner probe for django's and sympy's runners) and
 only the tests that decide the verdict (FAIL_TO_PASS) selected. What it finds becomes `suspicious` labels; it
 never changes the verdict. Its findings:
 
@@ -24,12 +24,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandboxes.base import Sandbox, SandboxError
-from swe_rl.tasks import trusted_check
-from swe_rl.tasks.eval_run import WORKDIR, Interrupted, official_script, run_script, with_exports
-from swe_rl.tasks.integrity import created_paths
-from swe_rl.tasks.integrity_log import parser_aliases, pytest_command, test_section
+from swe_rl.integrity import trusted_check
+from swe_rl.integrity.log_rules import parser_aliases, pytest_command, test_section
+from swe_rl.integrity.trusted_check import Records
+from swe_rl.tasks.eval_script import (
+    WORKDIR,
+    Interrupted,
+    created_paths,
+    official_script,
+    run_script,
+    with_exports,
+)
 from swe_rl.tasks.task import Task
-from swe_rl.tasks.trusted_check import Records
 
 _PASSING = ("PASSED", "XFAIL")
 _OBSERVED_OK = ("passed", "skipped", "xfailed", "skipped or xfail")

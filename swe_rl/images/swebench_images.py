@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swe_rl.tasks.images import REPO_DIR
+from swe_rl.images.task_images import REPO_DIR
 
 ENV_DIR = "/opt/miniconda3/envs/testbed"
 WHEELS_DIR = "/opt/swe-rl-wheels"

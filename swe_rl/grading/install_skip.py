@@ -1,4 +1,4 @@
-"""The eval script's editable install (`pip install -e .`), run only when the patch may concern it (issue 36).
+"""The eval script's editable install (`pip install -e .`), run only when the patch may concern it.
 
 swebench's eval scripts reinstall the repository before the tests; the image already holds that editable install,
 so for a patch that only edits source inside a package the line redoes the image's work (6-7 s of a django 5.0
@@ -10,8 +10,8 @@ changed what it installs: `guarded(script, touched, packaging_text)` leaves it t
 - the script has another install step (setup.py develop, build_ext, a non-editable install: those always run), or
 - in the sandbox, one of the touched top-level packages does not resolve to /testbed (`python -I` from /, with
   importlib's find_spec: no code of the patch runs; the image's editable install is not in place).
-Without the tree guard (what was touched is unknown) the install runs. The graded run (swe_rl.tasks.grading) and
-the fail-fast pre-run (swe_rl.tasks.failfast) both use it; `tests["integrity"]["install"]` says what it did.
+Without the tree guard (what was touched is unknown) the install runs. The graded run (swe_rl.grading.grader) and
+the fail-fast pre-run (swe_rl.grading.failfast) both use it; `tests["integrity"]["install"]` says what it did.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import Any
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
-from swe_rl.tasks.swebench_images import ENV_DIR, WHEELS_DIR, ImageInputError
+from swe_rl.images.swebench_images import ENV_DIR, WHEELS_DIR, ImageInputError
 
 OVERRIDES = Path(__file__).with_name("swebench_overrides.json")
 MAKE_ENV = Path(__file__).with_name("make_env.sh")
@@ -208,7 +208,7 @@ def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inp
              prepare: Callable[[], object]) -> tuple[EnvPlan, list[str]]:  # fmt: skip
     """The env an instance needs and its requirement lines that need the source (installed with it).
     `testbed` is where the source is, once `prepare()` ran (only a PyPI resolution needs the files)."""
-    from swe_rl.tasks.swebench_wheels import lock_env
+    from swe_rl.images.swebench_wheels import lock_env
 
     env_reqs, local = split_requirements(reqs)
     dropped = {re.sub(r"[-_.]+", "-", n).lower() for n in fixes.get("left_out", [])}

@@ -2,7 +2,7 @@
 
 The test process can print anything (an `atexit` hook writing PASSED lines and a fake exit-code line after
 pytest's summary, or writing straight into the log and exiting), and test suites that test test-runners print
-inner sessions' result lines (pytest's own suite: issue 22). So:
+inner sessions' result lines (pytest's own suite does). So:
 
 - Lines are split exactly as swebench's parsers split them (`str.split("\n")`, not `splitlines`).
 - The exit code is the one the eval script wrote to a per-grading file outside /testbed after the test command

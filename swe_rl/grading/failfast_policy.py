@@ -1,6 +1,6 @@
-"""Whether the fail-fast pre-run pays for itself, task by task, learned from the gradings themselves (issue 36).
+"""Whether the fail-fast pre-run pays for itself, task by task, learned from the gradings themselves.
 
-The F2P-only pre-run (swe_rl.tasks.failfast) saves a failing patch the full run's tests minus its own; a patch
+The F2P-only pre-run (swe_rl.grading.failfast) saves a failing patch the full run's tests minus its own; a patch
 whose F2P tests pass pays for the pre-run and then for the full run in a fresh sandbox. With set-up S (start,
 apply, tree guard), pre-run c, full test run F and resolve rate p, a grading costs on average
 S + c + p (S + F) with the pre-run and S + F without: the pre-run pays only while c < (1 - p) F - p S. On small
@@ -12,7 +12,7 @@ test runs (`test_run`) and its resolve rate, all read from the gradings it sees,
 c < (1 - p) F, with p = (resolved + 1) / (graded + 2) (Laplace's rule: 1/2 before anything is known) and S left
 out (it errs towards the pre-run by at most p S a grading). Until both costs are known, and for a task whose
 runner cannot select (pre-run "skipped", ~0 s), fail-fast stays on. Only which run comes first changes: a verdict
-is the full run's either way (the fail-fast rule: swe_rl/tasks/README.md "Fail fast").
+is the full run's either way (the fail-fast rule: docs/grading.md "Fail fast").
 """
 
 from __future__ import annotations

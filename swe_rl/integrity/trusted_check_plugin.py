@@ -20,7 +20,7 @@ behind:
 Its records, signed with a key read from a file that is deleted at import (before the code under test runs), go
 to this plugin's own folder (outside /testbed): `started` when the outermost session is configured, then one
 `outcome` per selected test and the `report` at its end. Runs on the image's Python (3.6+) and pytest (3.x-9.x):
-standard library and pytest only. Limits: swe_rl/tasks/README.md, "The probe run".
+standard library and pytest only. Limits: docs/grading.md, "The graded run and the probe run".
 """
 
 import builtins

@@ -1,4 +1,4 @@
-"""Build the images of an inputs directory (layout: swe_rl.tasks.swebench_images) and write their task rows.
+"""Build the images of an inputs directory (layout: swe_rl.images.swebench_images) and write their task rows.
 
 `build_inputs(inputs, out)`: every row -> its env image (swebench_env.py: the spec's Python from a Debian base
 image, requirements, wheels; shared by the rows that need the same and built once) -> its instance image on top
@@ -23,16 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes.docker_sandbox import MIN_CPUS_LABEL
-from swe_rl.tasks.images import (
-    BASE_COMMIT_LABEL,
-    HISTORY_LABEL,
-    REPO_DIR,
-    base_image_fix,
-    default_builder,
-    image_exists,
-    image_label,
-)
-from swe_rl.tasks.swebench_env import (
+from swe_rl.images.swebench_env import (
     BUILDER_LABEL,
     ENV_LABEL,
     BaseInfo,
@@ -42,7 +33,7 @@ from swe_rl.tasks.swebench_env import (
     load_overrides,
     plan_env,
 )
-from swe_rl.tasks.swebench_images import (
+from swe_rl.images.swebench_images import (
     INPUTS_LABEL,
     ImageInputError,
     Instance,
@@ -53,7 +44,7 @@ from swe_rl.tasks.swebench_images import (
     source_of,
     source_sha256,
 )
-from swe_rl.tasks.swebench_stage import (
+from swe_rl.images.swebench_stage import (
     StagedSource,
     _commit,
     _requirements,
@@ -62,6 +53,15 @@ from swe_rl.tasks.swebench_stage import (
     stage_archive,
     stage_env,
     stage_instance,
+)
+from swe_rl.images.task_images import (
+    BASE_COMMIT_LABEL,
+    HISTORY_LABEL,
+    REPO_DIR,
+    base_image_fix,
+    default_builder,
+    image_exists,
+    image_label,
 )
 
 __all__ = ["Built", "_commit", "build_inputs", "read_rows"]

@@ -1,4 +1,4 @@
-"""The sandbox side of the grader's integrity guards (swe_rl.tasks.integrity, swe_rl.tasks.integrity_log), in the
+"""The sandbox side of the grader's integrity guards (swe_rl.integrity.tree, swe_rl.integrity.log_rules), in the
 order grading runs them:
 
     g = await before_patch(sb, task)      # snapshot of the pristine tree; the image's shadow set (cached)
@@ -20,8 +20,9 @@ import secrets
 from dataclasses import dataclass
 
 from sandboxes.base import Sandbox, SandboxError
-from swe_rl.tasks import shadow
-from swe_rl.tasks.integrity import (
+from swe_rl.integrity import shadow
+from swe_rl.integrity.log_rules import RECORD_MAX, junit_footprint, junit_outcomes, trusted_log
+from swe_rl.integrity.tree import (
     TOPS_MARK,
     TreeChanges,
     changes_cmd,
@@ -30,7 +31,6 @@ from swe_rl.tasks.integrity import (
     restore_script,
     snapshot_cmd,
 )
-from swe_rl.tasks.integrity_log import RECORD_MAX, junit_footprint, junit_outcomes, trusted_log
 from swe_rl.tasks.task import Task
 
 WORKDIR = "/testbed"
@@ -63,7 +63,7 @@ class Guard:
     def eval_script(self, script: str, junit: bool) -> str:
         """swebench's eval script, also writing the test command's exit status to a file outside /testbed (after
         the tests) and, for a pytest run, exporting the junit record's path just before the test output."""
-        from swe_rl.tasks.eval_run import with_exports
+        from swe_rl.tasks.eval_script import with_exports
 
         rc = f"printf '%s\\n' \"$SWEBENCH_TEST_EXIT_CODE\" > {self.path('rc')}"
         return with_exports(script.replace(_EXIT_ECHO, f"{_EXIT_ECHO}\n{rc}", 1), self.exports(junit))
@@ -104,7 +104,7 @@ class Guard:
 async def _exec_ok(sb: Sandbox, cmd: str, what: str, workdir: str = WORKDIR) -> str:
     res = await sb.exec(cmd, cwd=workdir, timeout=300)
     if res.exit_code < 0:  # no exit status: the grading shell died (grading's eval_interrupted)
-        from swe_rl.tasks.eval_run import Interrupted
+        from swe_rl.tasks.eval_script import Interrupted
 
         raise Interrupted(res.output)
     if res.exit_code != 0:
@@ -146,7 +146,7 @@ async def restore_after_patch(
     sb: Sandbox, task: Task, g: Guard, workdir: str = WORKDIR
 ) -> tuple[TreeChanges, list[str], list[str]]:
     """Reset the harness files the patch touched to base + gold; (changes, restored paths, bytecode paths)."""
-    from swe_rl.tasks.integrity import patched_paths
+    from swe_rl.tasks.eval_script import patched_paths
 
     changes = await tree_changes(sb, task, g, workdir)
     paths = classify(changes.touched, g.shadow, changes.base_tops)
@@ -163,10 +163,10 @@ async def restore_after_patch(
 
 async def restore_runners(sb: Sandbox, task: Task, changes: TreeChanges, workdir: str = WORKDIR) -> list[str]:
     """Put the runner files the patch touched and the gold patch leaves alone back at the base commit
-    (swe_rl.tasks.integrity.RUNNER_FILES: django's and sympy's test runners and result reporting, the script the
+    (swe_rl.integrity.tree.RUNNER_FILES: django's and sympy's test runners and result reporting, the script the
     test command runs); the paths put back."""
-    from swe_rl.tasks.eval_run import official_script
-    from swe_rl.tasks.integrity import runner_files, runner_paths
+    from swe_rl.integrity.tree import runner_files, runner_paths
+    from swe_rl.tasks.eval_script import official_script
 
     runners = runner_files(task.repo, test_command(official_script(task)))
     paths = runner_paths(changes.touched, runners, task.patch)
@@ -183,7 +183,7 @@ async def remove_test_files(
     `git apply` of the test patch is atomic: one file already there and none of the test patch applies, so the
     tests run would be the patch's own (what SWE-bench's harness does). Removed, the test patch applies as it
     does for the gold patch."""
-    from swe_rl.tasks.integrity import test_files_to_remove
+    from swe_rl.integrity.tree import test_files_to_remove
 
     paths = test_files_to_remove(changes.touched, task.test_patch, task.patch)
     if paths:
@@ -194,6 +194,6 @@ async def remove_test_files(
 
 def test_command(eval_script: str) -> str:
     """The eval script's lines between its output markers (the test command)."""
-    from swe_rl.tasks.integrity_log import test_section
+    from swe_rl.integrity.log_rules import test_section
 
     return test_section(eval_script)

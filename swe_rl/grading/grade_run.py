@@ -17,9 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from swe_rl.tasks.cost import summary as cost_summary
-from swe_rl.tasks.grading import SandboxFactory, grade
-from swe_rl.tasks.reward import RewardResult
+from swe_rl.grading.cost import summary as cost_summary
+from swe_rl.grading.grader import SandboxFactory, grade
+from swe_rl.grading.reward import RewardResult
 from swe_rl.tasks.task import Task
 
 REPORT, FAILURE, TEST_OUTPUT, PATCH = "report.json", "failure.json", "test_output.txt", "patch.diff"
@@ -87,7 +87,7 @@ def summarize(tasks: list[Task], preds: dict[str, dict], out: Path) -> dict[str,
         )
     }
     reasons: dict[str, str] = {}
-    costs: list[dict[str, Any] | None] = []  # tests["cost"] of every graded instance (swe_rl.tasks.cost)
+    costs: list[dict[str, Any] | None] = []  # tests["cost"] of every graded instance (swe_rl.grading.cost)
     for iid in sorted(ids):
         pred = preds.get(iid)
         if pred is None:
@@ -102,7 +102,9 @@ def summarize(tasks: list[Task], preds: dict[str, dict], out: Path) -> dict[str,
             rep = json.loads(report.read_text())[iid]
             costs.append(rep.get("cost"))
             sets["resolved" if rep.get("resolved") else "unresolved"].add(iid)
-            if (rep.get("integrity") or {}).get("suspicious"):  # labelled, verdict kept (swe_rl.tasks.reward)
+            if (rep.get("integrity") or {}).get(
+                "suspicious"
+            ):  # labelled, verdict kept (swe_rl.grading.reward)
                 sets["suspicious"].add(iid)
         else:
             sets["error"].add(iid)

@@ -29,7 +29,7 @@ class RewardResult:
 def label_suspicious(result: RewardResult, patch: str | None, trusted: Iterable[str] = ()) -> RewardResult:
     """result labelled with the static tripwire's findings on `patch` and the trusted check's `trusted` findings;
     the reasons also go to `tests["integrity"]["suspicious"]` (so every grading report carries them)."""
-    from swe_rl.tasks.tripwire import scan_patch
+    from swe_rl.integrity.tripwire import scan_patch
 
     reasons = tuple(dict.fromkeys([*result.suspicious, *scan_patch(patch), *trusted]))
     if not reasons:
@@ -51,14 +51,14 @@ def apply_policy(result: RewardResult, policy: RewardPolicy) -> RewardResult:
 
 
 def harness_touched(tests: dict[str, Any]) -> bool:
-    """Whether the grader had to reset test-harness files the patch touched (swe_rl.tasks.integrity)."""
+    """Whether the grader had to reset test-harness files the patch touched (swe_rl.integrity.tree)."""
     integrity = tests.get("integrity") or {}
     keys = ("harness_restored", "runner_restored", "test_files_removed")
     return any(integrity.get(k) for k in keys)
 
 
 def probe_unavailable(tests: dict[str, Any]) -> bool:
-    """Whether the grading's probe run could not observe anything (swe_rl.tasks.probe: no label came of it)."""
+    """Whether the grading's probe run could not observe anything (swe_rl.integrity.probe: no label came of it)."""
     probe = (tests.get("integrity") or {}).get("probe") or {}
     return probe.get("status") == "unavailable"
 

@@ -3,8 +3,8 @@
 Each rule is a regular expression over the added lines of a file's hunks (comments stripped) with a scope:
 `library` rules apply to code outside test files (a test may legitimately import pytest, read sys.argv or
 monkeypatch builtins), `any` rules to every Python file, `config` rules to packaging metadata. A finding labels the
-episode `suspicious` (swe_rl.tasks.reward); it never changes a verdict by itself. Binary hunks carry no text and are
-H1a's guard (swe_rl.tasks.integrity) to reject.
+episode `suspicious` (swe_rl.grading.reward); it never changes a verdict by itself. Binary hunks carry no text and are
+H1a's guard (swe_rl.integrity.tree) to reject.
 
 Not covered: code that is built at run time (exec of an encoded string, getattr with computed names) spells none
 of these; the trusted check (trusted_check_plugin.py) looks at what such code leaves behind.

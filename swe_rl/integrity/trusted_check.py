@@ -1,4 +1,4 @@
-"""Host side of the probe run's observers (swe_rl.tasks.probe): ship one into a grading sandbox outside /testbed
+"""Host side of the probe run's observers (swe_rl.integrity.probe): ship one into a grading sandbox outside /testbed
 under a fresh name, enable it for the probe run's test command, read back its signed records.
 
     check = await install(sb, "pytest", select=task.FAIL_TO_PASS)   # after the graded run, same sandbox

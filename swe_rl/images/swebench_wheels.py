@@ -28,7 +28,7 @@ from packaging import tags
 from packaging.utils import parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from swe_rl.tasks.swebench_images import ImageInputError
+from swe_rl.images.swebench_images import ImageInputError
 
 
 def cache_dir() -> Path:

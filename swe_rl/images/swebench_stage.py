@@ -16,9 +16,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from swe_rl.tasks.images import REPO_DIR
-from swe_rl.tasks.swebench_env import MAKE_ENV, EnvPlan, dockerfile_env
-from swe_rl.tasks.swebench_images import (
+from swe_rl.images.swebench_env import MAKE_ENV, EnvPlan, dockerfile_env
+from swe_rl.images.swebench_images import (
     ACTIVATE,
     ENV_DIR,
     GIT_ENV,
@@ -27,6 +26,7 @@ from swe_rl.tasks.swebench_images import (
     SpecTable,
     read_source_file,
 )
+from swe_rl.images.task_images import REPO_DIR
 
 # why: with more loose objects than gc.auto (6700; django's ~6,800 files), `git commit` starts a detached
 # background `git gc` that goes on writing .git after we return: the staged context's cleanup then fails

@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from swe_rl.tasks.integrity import DEFAULT_SHADOW
+from swe_rl.integrity.tree import DEFAULT_SHADOW
 
 # Runs on the image's Python (3.6+): standard library only, no f-strings beyond 3.6.
 _SNIPPET = r"""

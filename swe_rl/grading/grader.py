@@ -6,15 +6,15 @@ Phases of one grading (`_grade_once`, in one sandbox):
    between attempts, then the "already applied" reverse check (`_apply_patch`);
 3. tree guard: harness and runner files the patch touched reset (`restore_harness`);
 4. graded run: the official run (`graded_run`): the eval script built by swebench's `make_test_spec` (its
-   editable install guarded: swe_rl.tasks.install_skip redoes it only for a patch it may concern), plus only
+   editable install guarded: swe_rl.grading.install_skip redoes it only for a patch it may concern), plus only
    the exit-code file and, for a pytest run, pytest's junit record (dropped, and the run repeated without it,
-   when it may have changed a result: integrity_log.junit_footprint); `get_eval_report` on its log, then the log
+   when it may have changed a result: log_rules.junit_footprint); `get_eval_report` on its log, then the log
    guards (`_verdict`);
-5. probe run (swe_rl.tasks.probe), only for a result that would be resolved: the same script with an observer and
+5. probe run (swe_rl.integrity.probe), only for a result that would be resolved: the same script with an observer and
    only FAIL_TO_PASS selected; labels only, never the verdict.
-With `fail_fast` (training), an F2P-only pre-run (swe_rl.tasks.failfast) comes between 3 and 4: a failing F2P
+With `fail_fast` (training), an F2P-only pre-run (swe_rl.grading.failfast) comes between 3 and 4: a failing F2P
 test ends the grading unresolved; otherwise the grading starts over in a fresh sandbox without it. Each phase's
-wall clock goes to `tests["cost"]` (swe_rl.tasks.cost).
+wall clock goes to `tests["cost"]` (swe_rl.grading.cost).
 
 Infrastructure failures (image missing, sandbox failed to start or died, a grading command that ended without an
 exit status, test timeout, environment-tier log signatures) give reward None with a `failure` label, after one more
@@ -35,27 +35,26 @@ from sandboxes.base import (
     SandboxStartError,
     SandboxTimeoutError,
 )
-from swe_rl.tasks import guard
-from swe_rl.tasks.cost import Cost, TimedSandbox, with_cost
-from swe_rl.tasks.eval_run import (
+from swe_rl.grading.cost import Cost, TimedSandbox, with_cost
+from swe_rl.grading.eval_run import graded_run, report_from_log
+from swe_rl.grading.failfast import PreRun, pre_run
+from swe_rl.grading.install_skip import UNKNOWN, guarded, read_packaging
+from swe_rl.grading.reward import RewardResult, label_suspicious
+from swe_rl.integrity import guard
+from swe_rl.integrity.log_rules import log_violations
+from swe_rl.integrity.probe import Probe, run_probe
+from swe_rl.tasks.eval_script import (
     EVAL_OUTPUT,
     WORKDIR,
     Interrupted,
     eval_script_for,
-    graded_run,
     instance_dict,
     no_exit_status,
     official_script,
-    report_from_log,
 )
-from swe_rl.tasks.failfast import PreRun, pre_run
-from swe_rl.tasks.install_skip import UNKNOWN, guarded, read_packaging
-from swe_rl.tasks.integrity_log import log_violations
-from swe_rl.tasks.probe import Probe, run_probe
-from swe_rl.tasks.reward import RewardResult, label_suspicious
 from swe_rl.tasks.task import Task
 
-# what callers import from here (the graded run's pieces live in swe_rl.tasks.eval_run)
+# what callers import from here (the graded run lives in swe_rl.grading.eval_run, the eval script in swe_rl.tasks.eval_script)
 __all__ = [
     "EVAL_OUTPUT",
     "EVAL_TIMEOUT",
@@ -147,7 +146,7 @@ async def _apply_patch(sb: Sandbox, patch: str) -> tuple[bool, str]:
 
 
 async def restore_harness(sb: Sandbox, task: Task, g: guard.Guard) -> dict[str, Any]:
-    """Reset the test-harness files the applied patch touched (read from the tree, swe_rl.tasks.integrity) to
+    """Reset the test-harness files the applied patch touched (read from the tree, swe_rl.integrity.tree) to
     base + gold, and the runner files the gold leaves alone to base; the `integrity` findings so far (restored
     paths, runner files put back, bytecode, writes inside .git)."""
     return (await _restore(sb, task, g))[0]
@@ -174,14 +173,14 @@ def _infra(label: str, log: str = "", tests: dict | None = None) -> RewardResult
 
 
 async def _image_missing(task: Task) -> bool:
-    from swe_rl.tasks.images import image_exists
+    from swe_rl.images.task_images import image_exists
 
     return not await asyncio.to_thread(image_exists, task.image)
 
 
 # Infrastructure failures worth one more try in a fresh sandbox (a test timeout or a missing image is not).
 # eval_output_lost: the eval script's log came back empty (it always prints its xtrace at least). Docker can drop an
-# exec's output under load (issue 27: a gold patch was graded unresolved on a log holding only the exit code);
+# exec's output under load (a gold patch was once graded unresolved on a log holding only the exit code);
 # graded again. Lost in every attempt, it is a reward-integrity violation instead: the code under test can
 # truncate its own stdout, and a result no log describes is never resolved (reward 0, not a masked None).
 TRANSIENT_FAILURES = frozenset(
@@ -204,14 +203,14 @@ async def grade(
 
     A transient infrastructure failure (TRANSIENT_FAILURES) is graded again in a fresh sandbox, up to `attempts`
     times in all; the log then starts with what the earlier attempts hit. `guards=False` grades without the tree
-    and log guards of swe_rl.tasks.guard, `detect=False` without the trusted check and the tripwire (no
+    and log guards of swe_rl.integrity.guard, `detect=False` without the trusted check and the tripwire (no
     `suspicious` label): bench/grading.py measures their cost; never for rewards. `fail_fast` runs the
-    FAIL_TO_PASS tests first and stops at a failing one (swe_rl.tasks.failfast: only an unresolved patch's
-    per-test lists can differ). `tests["cost"]`: seconds per phase (swe_rl.tasks.cost)."""
+    FAIL_TO_PASS tests first and stops at a failing one (swe_rl.grading.failfast: only an unresolved patch's
+    per-test lists can differ). `tests["cost"]`: seconds per phase (swe_rl.grading.cost)."""
     if attempts < 1:
         raise ValueError(f"attempts: expected at least 1, got {attempts}")
     earlier: list[str] = []
-    cost, pre = Cost(), None  # what each phase cost (swe_rl.tasks.cost); the fail-fast pre-run's outcome
+    cost, pre = Cost(), None  # what each phase cost (swe_rl.grading.cost); the fail-fast pre-run's outcome
     while True:
         result = await _grade_once(task, patch, sandbox_factory, timeout, guards, detect, cost, fail_fast)
         if isinstance(result, PreRun) and result.outcome == "timeout":  # the full run runs these tests too
@@ -259,11 +258,11 @@ async def _grade_once(
                 return RewardResult(0.0, False, tests, _cap(apply_log), None)
             with cost.phase("harness_reset"):
                 integrity, touched = await _restore(sb, task, g) if g else ({"violations": []}, None)
-                # issue 36 (cost helper): the image's editable install is not redone for a patch it cannot concern
+                # the image's editable install is not redone for a patch it cannot concern: it was most of a django grading
                 packaging = await read_packaging(sb) if touched is not None else UNKNOWN
                 script, integrity["install"] = guarded(official_script(task), touched, packaging)
             pre = None
-            if fail_fast:  # swe_rl.tasks.failfast: only a failing F2P test ends the grading here
+            if fail_fast:  # swe_rl.grading.failfast: only a failing F2P test ends the grading here
                 with cost.phase("failfast"):
                     pre = await pre_run(sb, task, patch, timeout, g, touched, packaging)
             if pre is not None and pre.outcome in ("passed", "undecided", "timeout"):
@@ -322,14 +321,14 @@ def _verdict(
 
 def _report(task: Task, patch: str | None, log: str) -> dict[str, Any]:
     if task.metadata.get("grader") == "r2e_gym":
-        from swe_rl.tasks.grading_r2e import r2e_report
+        from swe_rl.grading.r2e import r2e_report
 
         return r2e_report(log, task.metadata.get("expected_output") or {})
     return report_from_log(task, patch, log)
 
 
 async def _probe(sb: Sandbox, task: Task, timeout: float) -> Probe:
-    """The probe run (swe_rl.tasks.probe); whatever goes wrong in it leaves the verdict alone."""
+    """The probe run (swe_rl.integrity.probe); whatever goes wrong in it leaves the verdict alone."""
     try:
         return await run_probe(sb, task, timeout)
     except Exception as e:
@@ -337,7 +336,7 @@ async def _probe(sb: Sandbox, task: Task, timeout: float) -> Probe:
 
 
 def _log_violations(task: Task, log: str, record: dict[str, str] | None, required: bool) -> list[str]:
-    """swe_rl.tasks.integrity_log's checks for this task: its graded tests, pytest's record when there is one."""
+    """swe_rl.integrity.log_rules's checks for this task: its graded tests, pytest's record when there is one."""
     graded = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
     return log_violations(log, task.log_parser, graded, record, record_required=required)
 

@@ -1,8 +1,8 @@
 """Grader integrity, tree side: which test-harness files the applied patch touched, and putting them back.
 
-Shared by every place a reward is computed (swe_rl.tasks.grading.grade, hence `swe-rl grade`, the evaluation
+Shared by every place a reward is computed (swe_rl.grading.grader.grade, hence `swe-rl grade`, the evaluation
 harness, rollouts, the OpenRLHF executor and the gateway's external agents; the built-in trainer's CachedGrader
-calls the same functions). The log side (what the outer pytest session reported) is swe_rl.tasks.integrity_log.
+calls the same functions). The log side (what the outer pytest session reported) is swe_rl.integrity.log_rules.
 
 1. Touched paths come from the tree, never from the patch text: the grader lists every file of /testbed (type,
    size, mtime) with `find` before and after the patch is applied and compares the two lists (`comm`), so no
@@ -15,7 +15,7 @@ calls the same functions). The log side (what the outer pytest session reported)
    `sitecustomize`/`usercustomize`/`.pth`/`.egg-link` files, packaging metadata (`*.dist-info`, `*.egg-info`,
    `*.egg`: an entry point in the `pytest11` group is a plugin pytest loads without a conftest), and new top-level
    modules (at the root or under `src/`) that shadow a module of the image: its standard library and every
-   installed distribution, probed inside the image (swe_rl.tasks.shadow), minus the repo's own top-level names.
+   installed distribution, probed inside the image (swe_rl.integrity.shadow), minus the repo's own top-level names.
 3. Bytecode: every `.pyc`/`.pyo` or `__pycache__` path the patch added or changed (a symlink included) is removed
    (reset, if the base commit tracks it) and reported (`bytecode`), so the tests read only the image's own
    bytecode; patches are written without bytecode (swe_rl.agent.patch).
@@ -32,6 +32,8 @@ import shlex
 import sys
 from typing import Any
 
+from swe_rl.tasks.eval_script import created_paths, patched_paths
+
 CONFIG_FILES = frozenset({"pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"})
 METADATA_SUFFIXES = (".dist-info", ".egg-info", ".egg")
 # Fallback shadow set when the image could not be probed. `test` is the standard library's regression-test package
@@ -47,7 +49,6 @@ GIT = (
     "-c core.hooksPath=/dev/null -c core.quotepath=off"
 )
 _IGNORED_GIT = ("./.git/objects", "./.git/logs", "./.git/index")
-_DIFF_PATH = re.compile(r"^diff --git a/(.+?) b/(.+)$", re.M)
 TOPS_MARK = b"\0--swe-rl-base-tops--\0"
 
 
@@ -138,7 +139,7 @@ def classify(
     return out
 
 
-# The repositories' own test runners and result reporting (issue 35): files a patch could change to make failing
+# The repositories' own test runners and result reporting (django, sympy: no junit record to check them against): files a patch could change to make failing
 # tests report success. They are code of the repository, and some instances fix a bug in them, so a runner file
 # the gold patch changes stays as the patch left it (the probe run watches it); one the gold leaves alone is put
 # back at the base commit, like a conftest.py. Scripts the eval script's test command runs are runner files too.
@@ -177,24 +178,6 @@ def runner_paths(touched: list[str] | tuple[str, ...], runners: set[str], gold: 
     """The runner files the patch touched that the gold patch leaves alone (to be put back at base)."""
     gold_paths = set(patched_paths(gold))
     return sorted(p for p in touched if p in runners and p not in gold_paths)
-
-
-def patched_paths(patch: str | None) -> list[str]:
-    """Repo paths named by a patch's `diff --git` headers. For the test patch and the gold patch (trusted text)
-    only: what an agent's patch touched is read from the tree (TreeChanges)."""
-    seen: dict[str, None] = {}
-    for a, b in _DIFF_PATH.findall(patch or ""):
-        seen.setdefault(a)
-        seen.setdefault(b)
-    return list(seen)
-
-
-_CREATED = re.compile(r"^--- /dev/null\n\+\+\+ b/(.+?)\t?$", re.M)
-
-
-def created_paths(patch: str | None) -> list[str]:
-    """Repo paths a (trusted) patch creates (`--- /dev/null`): the test patch's new test files."""
-    return list(dict.fromkeys(_CREATED.findall(patch or "")))
 
 
 def test_files_to_remove(
@@ -269,7 +252,3 @@ def check_official(result: Any, task: Any, patch: str | None) -> Any:
     tests = dict(result.tests, resolved=False)
     tests["integrity"] = {"untrusted_harness_files": untrusted, "official_resolved": True}
     return dataclasses.replace(result, reward=0.0, resolved=False, tests=tests)
-
-
-# the log side lives in integrity_log; re-exported for the callers that import it from here
-from swe_rl.tasks.integrity_log import log_violations as log_violations  # noqa: E402

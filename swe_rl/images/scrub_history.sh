@@ -1,7 +1,7 @@
 #!/bin/bash
 # Cut a task repo's git history at its base commit: afterwards no commit, tree, blob, tag, ref, reflog entry,
 # stash, remote or worktree newer than (not reachable from) the base is left in the repository. Run at image
-# build time (swe_rl/tasks/images.py) so that every sandbox of the image, agent's or grader's, starts clean.
+# build time (swe_rl/images/task_images.py) so that every sandbox of the image, agent's or grader's, starts clean.
 # Usage: scrub_history.sh REPO_DIR [BASE_COMMIT]    (no BASE_COMMIT: HEAD is the base)
 # A REPO_DIR that is not a git work tree is left alone (exit 0). HEAD must be the base commit (exit 3 if not):
 # a checkout of a later commit would leak the future through the working tree itself.

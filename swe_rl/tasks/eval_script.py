@@ -1,25 +1,20 @@
-"""Running an eval script in a grading sandbox: the graded run and the probe run share these pieces.
+"""A task's eval script and how it runs in a sandbox: what every room that runs it (the graded run, the fail-fast
+pre-run, the probe run, the tree guard) shares.
 
-The graded run is the official run: the instance's eval script exactly as swebench's `make_test_spec` writes it
-(`official_script`), plus only what reads its result reliably (swe_rl.tasks.guard: the exit-code file, and for a
-pytest run pytest's junit record, exported by `with_exports` just before the test output starts). The probe run
-(swe_rl.tasks.probe) runs the same script with its own exports instead. Both are read back whole from a file with
-a fresh name (`run_script`).
+`official_script` is the instance's eval script exactly as swebench's `make_test_spec` writes it; `with_exports`
+adds one shell line just before the test output starts; `run_script` runs a script as the eval script and reads
+its log back whole from a file with a fresh name. `patched_paths` / `created_paths` read the paths a trusted patch
+(test or gold) names or creates.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import shlex
-import tempfile
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sandboxes.base import ExecResult, Sandbox
-from swe_rl.tasks.guard import Guard
-from swe_rl.tasks.integrity import created_paths, patched_paths
-from swe_rl.tasks.integrity_log import log_violations, pytest_command, test_section
 from swe_rl.tasks.task import Task
 
 WORKDIR = "/testbed"
@@ -114,64 +109,20 @@ async def run_script(
     return log, res.timed_out
 
 
-def report_from_log(task: Task, patch: str | None, log: str) -> dict[str, Any]:
-    """swebench's get_eval_report for this instance on a test log (parser, F2P/P2P report, resolution)."""
-    from swebench.harness.grading import get_eval_report
-    from swebench.harness.utils import make_test_spec
-
-    spec = make_test_spec(instance_dict(task))
-    pred = {"instance_id": task.instance_id, "model_patch": patch, "model_name_or_path": "swe-rl"}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "test_output.txt"
-        path.write_text(log)
-        return get_eval_report(spec, pred, str(path), include_tests_status=True)[task.instance_id]
+_DIFF_PATH = re.compile(r"^diff --git a/(.+?) b/(.+)$", re.M)
+_CREATED = re.compile(r"^--- /dev/null\n\+\+\+ b/(.+?)\t?$", re.M)
 
 
-def junit_run(task: Task) -> bool:
-    """Whether the graded run adds pytest's junit record: a pytest command (not through tox, which filters the
-    environment) whose graded tests are pytest node ids (the record is compared by node id)."""
-    graded = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
-    command = test_section(official_script(task))
-    return pytest_command(command) and all("::" in t for t in graded)
+def patched_paths(patch: str | None) -> list[str]:
+    """Repo paths named by a patch's `diff --git` headers. For the test patch and the gold patch (trusted text)
+    only: what an agent's patch touched is read from the tree (TreeChanges)."""
+    seen: dict[str, None] = {}
+    for a, b in _DIFF_PATH.findall(patch or ""):
+        seen.setdefault(a)
+        seen.setdefault(b)
+    return list(seen)
 
 
-@dataclass(frozen=True)
-class GradedRun:
-    """The official run of one grading: its log (with the trusted exit code), whether it timed out, pytest's record
-    of the outer session (None: none added, or dropped), what became of the record ("none" | "kept" |
-    "dropped: <why>"), and, when it was dropped, what the first run's record already showed against its log."""
-
-    log: str
-    timed_out: bool
-    record: dict[str, str] | None = None
-    junit: str = "none"
-    violations: tuple[str, ...] = ()
-
-
-async def graded_run(
-    sb: Sandbox, task: Task, timeout: float, g: Guard | None, script: str | None = None
-) -> GradedRun:
-    """The official run (see the module docstring). When pytest's junit record may have changed a result
-    (integrity_log.junit_footprint), the verdict comes from a second run without it; the first run's record
-    still counts against what that run's log claimed (a forged pass stays a violation). `script`: the official
-    script with its editable install guarded (swe_rl.tasks.install_skip, issue 36), else official_script(task)."""
-    junit = g is not None and junit_run(task)
-    script = script or official_script(task)
-    if g is None:
-        return GradedRun(*await run_script(sb, script, timeout))
-    log, timed_out = await run_script(
-        sb, g.eval_script(script, junit), timeout, before=g.clear_cmd, after=g.collect_cmd
-    )
-    if timed_out or not log.strip():  # an empty log is eval_output_lost, before the exit-code line is added
-        return GradedRun(log, timed_out)
-    log, record, footprint = await g.read_back(sb, log)
-    if not junit or footprint is None:
-        return GradedRun(log, False, record, "kept") if junit else GradedRun(log, False)
-    claims = log_violations(log, task.log_parser, [*task.FAIL_TO_PASS, *task.PASS_TO_PASS], record)
-    first = tuple(v for v in claims if "the log says" in v) if record is not None else ()
-    log, timed_out = await run_script(
-        sb, g.eval_script(script, False), timeout, before=g.clear_cmd, after=g.collect_cmd
-    )
-    if not timed_out and log.strip():
-        log, _, _ = await g.read_back(sb, log)
-    return GradedRun(log, timed_out, None, f"dropped: {footprint}", first)
+def created_paths(patch: str | None) -> list[str]:
+    """Repo paths a (trusted) patch creates (`--- /dev/null`): the test patch's new test files."""
+    return list(dict.fromkeys(_CREATED.findall(patch or "")))

@@ -1,0 +1,1 @@
+"""See README.md: what this package owns and what it may import."""
