@@ -16,30 +16,22 @@ from typing import Any
 
 from sandboxes.base import Sandbox
 from swe_rl.integrity.guard import Guard
-from swe_rl.integrity.log_rules import log_violations, pytest_command, test_section
-from swe_rl.tasks.eval_script import instance_dict, official_script, run_script
+from swe_rl.integrity.log_rules import log_violations
+from swe_rl.tasks.eval_script import run_script
+from swe_rl.tasks.grading_plan import GradingPlan
 from swe_rl.tasks.task import Task
 
 
-def report_from_log(task: Task, patch: str | None, log: str) -> dict[str, Any]:
+def report_from_log(task: Task, plan: GradingPlan, patch: str | None, log: str) -> dict[str, Any]:
     """swebench's get_eval_report for this instance on a test log (parser, F2P/P2P report, resolution)."""
     from swebench.harness.grading import get_eval_report
-    from swebench.harness.utils import make_test_spec
 
-    spec = make_test_spec(instance_dict(task))
+    spec = plan.spec
     pred = {"instance_id": task.instance_id, "model_patch": patch, "model_name_or_path": "swe-rl"}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "test_output.txt"
         path.write_text(log)
         return get_eval_report(spec, pred, str(path), include_tests_status=True)[task.instance_id]
-
-
-def junit_run(task: Task) -> bool:
-    """Whether the graded run adds pytest's junit record: a pytest command (not through tox, which filters the
-    environment) whose graded tests are pytest node ids (the record is compared by node id)."""
-    graded = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
-    command = test_section(official_script(task))
-    return pytest_command(command) and all("::" in t for t in graded)
 
 
 @dataclass(frozen=True)
@@ -56,14 +48,14 @@ class GradedRun:
 
 
 async def graded_run(
-    sb: Sandbox, task: Task, timeout: float, g: Guard | None, script: str | None = None
+    sb: Sandbox, task: Task, plan: GradingPlan, timeout: float, g: Guard | None, script: str | None = None
 ) -> GradedRun:
     """The official run (see the module docstring). When pytest's junit record may have changed a result
     (log_rules.junit_footprint), the verdict comes from a second run without it; the first run's record
     still counts against what that run's log claimed (a forged pass stays a violation). `script`: the official
-    script with its editable install guarded (swe_rl.grading.install_skip), else official_script(task)."""
-    junit = g is not None and junit_run(task)
-    script = script or official_script(task)
+    script with its editable install guarded (swe_rl.grading.install_skip), else the plan's."""
+    junit = g is not None and plan.junit
+    script = script or plan.script
     if g is None:
         return GradedRun(*await run_script(sb, script, timeout))
     log, timed_out = await run_script(

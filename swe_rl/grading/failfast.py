@@ -30,6 +30,7 @@ from typing import Any
 
 from swe_rl.grading.install_skip import guarded
 from swe_rl.integrity.log_rules import test_section
+from swe_rl.tasks.grading_plan import GradingPlan
 from swe_rl.tasks.task import Task
 
 _DJANGO_NAME = re.compile(r"^(?P<meth>\w+) \((?P<dotted>[\w.]+)\)$")
@@ -151,10 +152,9 @@ class Plan:
     install: str  # "kept" | "skipped if the packages import from /testbed: a, b" | "none"
 
 
-def plan(
-    task: Task, official: str, touched: list[str] | tuple[str, ...] | None, packaging_text: str
-) -> Plan | None:
-    """The F2P-only pre-run for `official` (swebench's eval script), or None when the runner cannot select."""
+def narrowed_script(task: Task, official: str) -> str | None:
+    """`official` (swebench's eval script) with its test command narrowed to the F2P tests, or None when the
+    runner cannot select them (the grading plan holds it: swe_rl.grading.plan)."""
     command = command_line(official)
     narrowed = select_command(task, command) if command else None
     if command is None or narrowed is None:
@@ -163,8 +163,16 @@ def plan(
     tail = tail.replace("\n" + command + "\n", "\n" + narrowed + "\n", 1)
     # read-only display lines: they cannot change a test's outcome
     head = "\n".join(ln for ln in head.split("\n") if not _SHOW.match(ln))
+    return head + sep + tail
+
+
+def pre_run_script(
+    task: Task, official: str, touched: list[str] | tuple[str, ...] | None, packaging_text: str
+) -> Plan | None:
+    """The F2P-only pre-run for `official`, its editable install guarded, or None when the runner cannot select."""
+    narrowed = narrowed_script(task, official)
     # without the tree guard (bench only) what the patch touched is unknown: the install runs
-    return Plan(*guarded(head + sep + tail, touched, packaging_text))
+    return None if narrowed is None else Plan(*guarded(narrowed, touched, packaging_text))
 
 
 _FAILING = ("FAILED", "ERROR")
@@ -201,15 +209,22 @@ class PreRun:
 
 
 async def pre_run(
-    sb: Any, task: Task, patch: str, timeout: float, g: Any, touched: tuple[str, ...] | None, packaging: str
+    sb: Any,
+    task: Task,
+    plan: GradingPlan,
+    patch: str,
+    timeout: float,
+    g: Any,
+    touched: tuple[str, ...] | None,
+    packaging: str,
 ) -> PreRun:
     """The F2P-only pre-run in the grading sandbox (after the tree guard; `g`: its Guard or None; `packaging`:
     install_skip.read_packaging's text)."""
-    from swe_rl.tasks.eval_script import official_script, run_script
+    from swe_rl.tasks.eval_script import run_script
 
-    p = plan(task, official_script(task), touched, packaging)
-    if p is None:
+    if plan.failfast_script is None:
         return PreRun("skipped", why="the runner cannot select the FAIL_TO_PASS tests")
+    p = Plan(*guarded(plan.failfast_script, touched, packaging))
     if g is None:
         log, timed_out = await run_script(sb, p.script, timeout)
     else:
@@ -219,17 +234,17 @@ async def pre_run(
             log, _, _ = await g.read_back(sb, log)
     if timed_out:
         return PreRun("timeout", log=log, install=p.install)
-    return judge(task, patch, log, p.install)
+    return judge(task, plan, patch, log, p.install)
 
 
-def judge(task: Task, patch: str, log: str, install: str) -> PreRun:
+def judge(task: Task, plan: GradingPlan, patch: str, log: str, install: str) -> PreRun:
     """The pre-run's outcome from its log (the rule in the module docstring)."""
     from swe_rl.grading.eval_run import report_from_log
     from swe_rl.integrity.log_rules import log_violations
 
     if task.log_parser == "parse_log_sympy":
         log = _SYMPY_FILE_VERDICT.sub(r"\1", log)
-    statuses, valid = spec_statuses(task, log) if log.strip() else ({}, False)
+    statuses, valid = spec_statuses(plan, log) if log.strip() else ({}, False)
     if not valid:
         return PreRun("undecided", log=log, install=install, why="swebench does not accept the pre-run's log")
     if log_violations(log, task.log_parser, list(task.FAIL_TO_PASS)):
@@ -237,7 +252,7 @@ def judge(task: Task, patch: str, log: str, install: str) -> PreRun:
     failed = decisive_failures(task, statuses)
     if not failed:
         return PreRun("passed", log=log, install=install)
-    report = report_from_log(task, patch, log)
+    report = report_from_log(task, plan, patch, log)
     report["tests_status"]["PASS_TO_PASS"] = {"success": [], "failure": []}
     report["fail_fast"] = {"failed": failed, "pass_to_pass": "not run: a FAIL_TO_PASS test failed first",
                            "install": install}  # fmt: skip
@@ -250,14 +265,11 @@ def judge(task: Task, patch: str, log: str, install: str) -> PreRun:
 _SYMPY_FILE_VERDICT = re.compile(r"^(test_\w+ (?:ok|F|E))\s+\[(?:OK|FAIL)\]\s*$", re.M)
 
 
-def spec_statuses(task: Task, log: str) -> tuple[dict[str, str], bool]:
+def spec_statuses(plan: GradingPlan, log: str) -> tuple[dict[str, str], bool]:
     """swebench's get_logs_eval on a log: (test -> status, whether swebench accepts the log at all)."""
     from swebench.harness.grading import get_logs_eval
-    from swebench.harness.utils import make_test_spec
-
-    from swe_rl.tasks.eval_script import instance_dict
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "test_output.txt"
         path.write_text(log)
-        return get_logs_eval(make_test_spec(instance_dict(task)), str(path))
+        return get_logs_eval(plan.spec, str(path))

@@ -1,20 +1,21 @@
 """Grade a patch for a Task in a fresh sandbox, the way swebench's `run_instance` does, with swebench's functions.
 
-Phases of one grading (`_grade_once`, in one sandbox):
-1. setup: fresh sandbox from the task image, `prepare_sandbox`, the tree guard's snapshot (`guard.before_patch`);
+`grade` builds the grading's plan once (swe_rl.grading.plan: swebench's `make_test_spec`, the eval script and
+every fact read from it), then runs its steps in a fresh sandbox (`_grade_in_sandbox`), each taking the plan:
+1. prepare: fresh sandbox from the task image, `prepare_sandbox`, the tree guard's snapshot (`guard.before_patch`);
 2. apply: swebench's GIT_APPLY_CMDS in order (git apply, --3way, --reject, patch --fuzz=5), resetting the tree
    between attempts, then the "already applied" reverse check (`_apply_patch`);
-3. tree guard: harness and runner files the patch touched reset (`restore_harness`);
-4. graded run: the official run (`graded_run`): the eval script built by swebench's `make_test_spec` (its
-   editable install guarded: swe_rl.grading.install_skip redoes it only for a patch it may concern), plus only
-   the exit-code file and, for a pytest run, pytest's junit record (dropped, and the run repeated without it,
-   when it may have changed a result: log_rules.junit_footprint); `get_eval_report` on its log, then the log
-   guards (`_verdict`);
-5. probe run (swe_rl.integrity.probe), only for a result that would be resolved: the same script with an observer and
-   only FAIL_TO_PASS selected; labels only, never the verdict.
-With `fail_fast` (training), an F2P-only pre-run (swe_rl.grading.failfast) comes between 3 and 4: a failing F2P
-test ends the grading unresolved; otherwise the grading starts over in a fresh sandbox without it. Each phase's
-wall clock goes to `tests["cost"]` (swe_rl.grading.cost).
+3. restore: harness and runner files the patch touched reset (`restore_harness`), the eval script's editable
+   install guarded (swe_rl.grading.install_skip redoes it only for a patch it may concern);
+4. fail-fast pre-run (`fail_fast`, training; swe_rl.grading.failfast): a failing F2P test ends the grading
+   unresolved; otherwise the grading starts over in a fresh sandbox without it;
+5. graded run: the official run (`graded_run`): the plan's eval script plus only the exit-code file and, for a
+   pytest run, pytest's junit record (dropped, and the run repeated without it, when it may have changed a
+   result: log_rules.junit_footprint);
+6. verdict: `get_eval_report` on its log, then the log guards (`_verdict`);
+7. probe run (swe_rl.integrity.probe), only for a result that would be resolved: the same script with an
+   observer and only FAIL_TO_PASS selected; labels only, never the verdict;
+8. cost: each phase's wall clock goes to `tests["cost"]` (swe_rl.grading.cost).
 
 Infrastructure failures (image missing, sandbox failed to start or died, a grading command that ended without an
 exit status, test timeout, environment-tier log signatures) give reward None with a `failure` label, after one more
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sandboxes.base import (
@@ -36,9 +38,10 @@ from sandboxes.base import (
     SandboxTimeoutError,
 )
 from swe_rl.grading.cost import Cost, TimedSandbox, with_cost
-from swe_rl.grading.eval_run import graded_run, report_from_log
+from swe_rl.grading.eval_run import GradedRun, graded_run, report_from_log
 from swe_rl.grading.failfast import PreRun, pre_run
 from swe_rl.grading.install_skip import UNKNOWN, guarded, read_packaging
+from swe_rl.grading.plan import plan_grading
 from swe_rl.grading.reward import RewardResult, label_suspicious
 from swe_rl.integrity import guard
 from swe_rl.integrity.log_rules import log_violations
@@ -50,8 +53,8 @@ from swe_rl.tasks.eval_script import (
     eval_script_for,
     instance_dict,
     no_exit_status,
-    official_script,
 )
+from swe_rl.tasks.grading_plan import GradingPlan
 from swe_rl.tasks.task import Task
 
 # what callers import from here (the graded run lives in swe_rl.grading.eval_run, the eval script in swe_rl.tasks.eval_script)
@@ -145,20 +148,22 @@ async def _apply_patch(sb: Sandbox, patch: str) -> tuple[bool, str]:
     return res.exit_code == 0, "\n".join(log)
 
 
-async def restore_harness(sb: Sandbox, task: Task, g: guard.Guard) -> dict[str, Any]:
+async def restore_harness(sb: Sandbox, task: Task, plan: GradingPlan, g: guard.Guard) -> dict[str, Any]:
     """Reset the test-harness files the applied patch touched (read from the tree, swe_rl.integrity.tree) to
     base + gold, and the runner files the gold leaves alone to base; the `integrity` findings so far (restored
     paths, runner files put back, bytecode, writes inside .git)."""
-    return (await _restore(sb, task, g))[0]
+    return (await _restore_tree(sb, task, plan, g))[0]
 
 
-async def _restore(sb: Sandbox, task: Task, g: guard.Guard) -> tuple[dict[str, Any], tuple[str, ...]]:
+async def _restore_tree(
+    sb: Sandbox, task: Task, plan: GradingPlan, g: guard.Guard
+) -> tuple[dict[str, Any], tuple[str, ...]]:
     """restore_harness, and every path the patch touched (the fail-fast pre-run reads them)."""
     changes, restored, bytecode = await guard.restore_after_patch(sb, task, g)
     out: dict[str, Any] = {
         "harness_restored": restored,
-        "runner_restored": await guard.restore_runners(sb, task, changes),
-        "test_files_removed": await guard.remove_test_files(sb, task, changes),
+        "runner_restored": await guard.restore_runners(sb, task, plan, changes),
+        "test_files_removed": await guard.remove_test_files(sb, task, plan, changes),
         "bytecode": bytecode,
         "git_dir": list(changes.git_dir),
     }
@@ -188,6 +193,15 @@ TRANSIENT_FAILURES = frozenset(
 )
 
 
+@dataclass(frozen=True)
+class _Options:
+    """How one grading runs (grade's keyword arguments), the same for each of its attempts."""
+
+    timeout: float
+    guards: bool
+    detect: bool
+
+
 async def grade(
     task: Task,
     patch: str | None,
@@ -209,10 +223,14 @@ async def grade(
     per-test lists can differ). `tests["cost"]`: seconds per phase (swe_rl.grading.cost)."""
     if attempts < 1:
         raise ValueError(f"attempts: expected at least 1, got {attempts}")
-    earlier: list[str] = []
     cost, pre = Cost(), None  # what each phase cost (swe_rl.grading.cost); the fail-fast pre-run's outcome
+    if patch is None:  # swebench: patch_is_None -> not resolved, nothing run
+        return with_cost(RewardResult(0.0, False, {"patch_is_None": True, "resolved": False}, "", None), cost)
+    plan = plan_grading(task, fail_fast=fail_fast)  # once: every attempt and sandbox below reads it
+    opts = _Options(timeout, guards, detect)
+    earlier: list[str] = []
     while True:
-        result = await _grade_once(task, patch, sandbox_factory, timeout, guards, detect, cost, fail_fast)
+        result = await _grade_in_sandbox(task, plan, patch, sandbox_factory, opts, cost, fail_fast)
         if isinstance(result, PreRun) and result.outcome == "timeout":  # the full run runs these tests too
             result = _infra("test_timeout", result.log + f"\n\nTimeout error: {timeout:g} seconds exceeded.")
         elif isinstance(result, PreRun):  # F2P passed in the pre-run (or it could not tell): the official run
@@ -231,59 +249,43 @@ async def grade(
     return with_cost(result, cost, pre)
 
 
-async def _grade_once(
+async def _grade_in_sandbox(
     task: Task,
-    patch: str | None,
+    plan: GradingPlan,
+    patch: str,
     sandbox_factory: SandboxFactory,
-    timeout: float,
-    guards: bool = True,
-    detect: bool = True,
-    cost: Cost | None = None,
-    fail_fast: bool = False,
+    opts: _Options,
+    cost: Cost,
+    fail_fast: bool,
 ) -> RewardResult | PreRun:
-    if patch is None:  # swebench: patch_is_None -> not resolved, nothing run
-        return RewardResult(0.0, False, {"patch_is_None": True, "resolved": False}, "", None)
+    """One attempt, in one fresh sandbox: prepare -> apply -> restore -> fail-fast pre-run -> graded run ->
+    verdict -> probe. A PreRun comes back when the pre-run hands the patch to the full run (a fresh sandbox)."""
     probe: Probe | None = None
-    cost = cost or Cost()
     try:
         async with TimedSandbox(sandbox_factory(task), cost) as sb:
-            with cost.phase("start"):
-                await prepare_sandbox(sb, task)
-            with cost.phase("harness_reset"):
-                g = await guard.before_patch(sb, task) if guards else None
-            with cost.phase("apply"):
-                applied, apply_log = (True, "") if not patch.strip() else await _apply_patch(sb, patch)
+            g = await _prepare(sb, task, opts, cost)
+            applied, apply_log = await _apply(sb, patch, cost)
             if not applied:
                 tests = {"patch_exists": True, "patch_successfully_applied": False, "resolved": False}
                 return RewardResult(0.0, False, tests, _cap(apply_log), None)
-            with cost.phase("harness_reset"):
-                integrity, touched = await _restore(sb, task, g) if g else ({"violations": []}, None)
-                # the image's editable install is not redone for a patch it cannot concern: it was most of a django grading
-                packaging = await read_packaging(sb) if touched is not None else UNKNOWN
-                script, integrity["install"] = guarded(official_script(task), touched, packaging)
-            pre = None
-            if fail_fast:  # swe_rl.grading.failfast: only a failing F2P test ends the grading here
-                with cost.phase("failfast"):
-                    pre = await pre_run(sb, task, patch, timeout, g, touched, packaging)
+            integrity, touched, packaging, script = await _restore(sb, task, plan, g, cost)
+            pre = (
+                await _fail_fast(sb, task, plan, patch, opts, g, touched, packaging, cost)
+                if fail_fast
+                else None
+            )
             if pre is not None and pre.outcome in ("passed", "undecided", "timeout"):
                 return pre
-            if pre is not None and pre.report is not None:
+            if pre is not None and pre.report is not None:  # a FAIL_TO_PASS test failed first: unresolved
                 log, report = pre.log, pre.report | {"empty_patch": not patch.strip(), "integrity": integrity}
             else:
-                with cost.phase("test_run"):
-                    run = await graded_run(sb, task, timeout, g, script)
+                run = await _graded_run(sb, task, plan, opts, g, script, cost)
+                if isinstance(run, RewardResult):
+                    return run
                 log = run.log
-                if run.timed_out:
-                    return _infra("test_timeout", log + f"\n\nTimeout error: {timeout:g} seconds exceeded.")
-                if not log.strip():
-                    return _infra("eval_output_lost", "[the eval script's output came back empty]")
-                integrity["junit"] = run.junit
-                integrity["violations"] += run.violations
-                with cost.phase("integrity"):
-                    report = _verdict(task, patch, log, run.record, integrity, guarded=g is not None)
-            if detect and report.get("resolved"):
-                with cost.phase("probe"):
-                    probe = await _probe(sb, task, timeout)
+                report = _verdict(task, plan, patch, run, integrity, g is not None, cost)
+            if opts.detect and report.get("resolved"):
+                probe = await _probe(sb, task, plan, opts, cost)
     except SandboxStartError as e:
         missing = await _image_missing(task)
         return _infra("image_missing" if missing else "sandbox_start_failed", str(e))
@@ -295,6 +297,117 @@ async def _grade_once(
         return _infra("sandbox_timeout", str(e))
     except SandboxError as e:
         return _infra("sandbox_error", str(e))
+    return _result(patch, log, report, integrity, probe, opts.detect)
+
+
+async def _prepare(sb: Sandbox, task: Task, opts: _Options, cost: Cost) -> guard.Guard | None:
+    """The task's sandbox made ready, then the tree guard's snapshot of the pristine tree (None: no guards)."""
+    with cost.phase("start"):
+        await prepare_sandbox(sb, task)
+    with cost.phase("harness_reset"):
+        return await guard.before_patch(sb, task) if opts.guards else None
+
+
+async def _apply(sb: Sandbox, patch: str, cost: Cost) -> tuple[bool, str]:
+    """The patch through swebench's apply chain (an empty patch applies as nothing)."""
+    with cost.phase("apply"):
+        return (True, "") if not patch.strip() else await _apply_patch(sb, patch)
+
+
+async def _restore(
+    sb: Sandbox, task: Task, plan: GradingPlan, g: guard.Guard | None, cost: Cost
+) -> tuple[dict[str, Any], tuple[str, ...] | None, str, str]:
+    """The tree guard after the patch (harness, runner and test-patch files put back), then the plan's eval
+    script with its editable install guarded: (integrity findings, touched paths, packaging text, script)."""
+    with cost.phase("harness_reset"):
+        integrity, touched = await _restore_tree(sb, task, plan, g) if g else ({"violations": []}, None)
+        # the image's editable install is not redone for a patch it cannot concern (most of a django grading)
+        packaging = await read_packaging(sb) if touched is not None else UNKNOWN
+        script, integrity["install"] = guarded(plan.script, touched, packaging)
+    return integrity, touched, packaging, script
+
+
+async def _fail_fast(
+    sb: Sandbox,
+    task: Task,
+    plan: GradingPlan,
+    patch: str,
+    opts: _Options,
+    g: guard.Guard | None,
+    touched: tuple[str, ...] | None,
+    packaging: str,
+    cost: Cost,
+) -> PreRun:
+    """The F2P-only pre-run (swe_rl.grading.failfast): only a failing F2P test ends the grading here."""
+    with cost.phase("failfast"):
+        return await pre_run(sb, task, plan, patch, opts.timeout, g, touched, packaging)
+
+
+async def _graded_run(
+    sb: Sandbox, task: Task, plan: GradingPlan, opts: _Options, g: guard.Guard | None, script: str, cost: Cost
+) -> GradedRun | RewardResult:
+    """The official run (swe_rl.grading.eval_run); a timeout or an empty log is an infrastructure result."""
+    with cost.phase("test_run"):
+        run = await graded_run(sb, task, plan, opts.timeout, g, script)
+    if run.timed_out:
+        return _infra("test_timeout", run.log + f"\n\nTimeout error: {opts.timeout:g} seconds exceeded.")
+    if not run.log.strip():
+        return _infra("eval_output_lost", "[the eval script's output came back empty]")
+    return run
+
+
+def _verdict(
+    task: Task,
+    plan: GradingPlan,
+    patch: str,
+    run: GradedRun,
+    integrity: dict[str, Any],
+    guarded: bool,
+    cost: Cost,
+) -> dict[str, Any]:
+    """swebench's report on the graded log, with the log guards' violations (each makes it unresolved)."""
+    with cost.phase("integrity"):
+        integrity["junit"] = run.junit
+        integrity["violations"] += run.violations
+        report = _report(task, plan, patch, run.log)
+        report["empty_patch"] = not patch.strip()
+        if guarded:
+            integrity["violations"] += _log_violations(
+                task, run.log, run.record, integrity["junit"] == "kept"
+            )
+        report["integrity"] = integrity
+        if integrity["violations"]:  # the log does not describe the run that happened: never a reward
+            report["resolved"] = False
+    return report
+
+
+def _report(task: Task, plan: GradingPlan, patch: str | None, log: str) -> dict[str, Any]:
+    if task.metadata.get("grader") == "r2e_gym":
+        from swe_rl.grading.r2e import r2e_report
+
+        return r2e_report(log, task.metadata.get("expected_output") or {})
+    return report_from_log(task, plan, patch, log)
+
+
+async def _probe(sb: Sandbox, task: Task, plan: GradingPlan, opts: _Options, cost: Cost) -> Probe:
+    """The probe run (swe_rl.integrity.probe); whatever goes wrong in it leaves the verdict alone."""
+    with cost.phase("probe"):
+        try:
+            return await run_probe(sb, task, plan, opts.timeout)
+        except Exception as e:
+            return Probe("unavailable", reason=f"the probe failed: {type(e).__name__}: {str(e)[:300]}")
+
+
+def _result(
+    patch: str,
+    log: str,
+    report: dict[str, Any],
+    integrity: dict[str, Any],
+    probe: Probe | None,
+    detect: bool,
+) -> RewardResult:
+    """The grading's result from its report: an environment failure in the log, else the verdict with the probe's
+    findings as labels."""
     if report.get("infra_failure"):
         return _infra(f"environment:{report.get('infra_failure_reason', 'unknown')}", log, report)
     if probe is not None:
@@ -303,36 +416,6 @@ async def _grade_once(
     result = RewardResult(1.0 if resolved else 0.0, resolved, report, _cap(log), None)
     # detected, not prevented: the reward policy decides what a suspicious result earns
     return label_suspicious(result, patch, probe.findings if probe else ()) if detect else result
-
-
-def _verdict(
-    task: Task, patch: str, log: str, record: dict[str, str] | None, integrity: dict[str, Any], guarded: bool
-) -> dict[str, Any]:
-    """swebench's report on the graded log, with the log guards' violations (each makes it unresolved)."""
-    report = _report(task, patch, log)
-    report["empty_patch"] = not patch.strip()
-    if guarded:
-        integrity["violations"] += _log_violations(task, log, record, integrity["junit"] == "kept")
-    report["integrity"] = integrity
-    if integrity["violations"]:  # the log does not describe the run that happened: never a reward
-        report["resolved"] = False
-    return report
-
-
-def _report(task: Task, patch: str | None, log: str) -> dict[str, Any]:
-    if task.metadata.get("grader") == "r2e_gym":
-        from swe_rl.grading.r2e import r2e_report
-
-        return r2e_report(log, task.metadata.get("expected_output") or {})
-    return report_from_log(task, patch, log)
-
-
-async def _probe(sb: Sandbox, task: Task, timeout: float) -> Probe:
-    """The probe run (swe_rl.integrity.probe); whatever goes wrong in it leaves the verdict alone."""
-    try:
-        return await run_probe(sb, task, timeout)
-    except Exception as e:
-        return Probe("unavailable", reason=f"the probe failed: {type(e).__name__}: {str(e)[:300]}")
 
 
 def _log_violations(task: Task, log: str, record: dict[str, str] | None, required: bool) -> list[str]:

@@ -4,8 +4,8 @@ order grading runs them:
     g = await before_patch(sb, task)      # snapshot of the pristine tree; the image's shadow set (cached)
     ...apply the patch...
     changes, restored, bytecode = await restore_after_patch(sb, task, g)   # harness files back to base + gold
-    runners = await restore_runners(sb, task, changes)   # runner files the gold leaves alone back to base
-    script = g.eval_script(official, junit)   # + the exit code to a file outside /testbed (+ pytest's record)
+    runners = await restore_runners(sb, task, plan, changes)   # runner files the gold leaves alone back to base
+    script = g.eval_script(plan.script, plan.junit)   # + the exit code to a file outside /testbed (+ pytest's record)
     sb.exec(f"{g.clear_cmd}; /bin/bash /eval.sh > out; {g.collect_cmd}")
     log, record, footprint = await g.read_back(sb, log)   # trusted exit code in the log; junit outcomes or None
 
@@ -31,6 +31,7 @@ from swe_rl.integrity.tree import (
     restore_script,
     snapshot_cmd,
 )
+from swe_rl.tasks.grading_plan import GradingPlan
 from swe_rl.tasks.task import Task
 
 WORKDIR = "/testbed"
@@ -161,15 +162,15 @@ async def restore_after_patch(
     return changes, sorted(paths), bytecode
 
 
-async def restore_runners(sb: Sandbox, task: Task, changes: TreeChanges, workdir: str = WORKDIR) -> list[str]:
+async def restore_runners(
+    sb: Sandbox, task: Task, plan: GradingPlan, changes: TreeChanges, workdir: str = WORKDIR
+) -> list[str]:
     """Put the runner files the patch touched and the gold patch leaves alone back at the base commit
     (swe_rl.integrity.tree.RUNNER_FILES: django's and sympy's test runners and result reporting, the script the
     test command runs); the paths put back."""
-    from swe_rl.integrity.tree import runner_files, runner_paths
-    from swe_rl.tasks.eval_script import official_script
+    from swe_rl.integrity.tree import runner_paths
 
-    runners = runner_files(task.repo, test_command(official_script(task)))
-    paths = runner_paths(changes.touched, runners, task.patch)
+    paths = runner_paths(changes.touched, plan.runner_files, plan.gold_paths)
     if paths:
         script = restore_script(dict.fromkeys(paths, "revert"), task.base_commit or "HEAD", None, [])
         await _exec_ok(sb, script, f"could not restore the runner files {paths[:20]}", workdir)
@@ -177,7 +178,7 @@ async def restore_runners(sb: Sandbox, task: Task, changes: TreeChanges, workdir
 
 
 async def remove_test_files(
-    sb: Sandbox, task: Task, changes: TreeChanges, workdir: str = WORKDIR
+    sb: Sandbox, task: Task, plan: GradingPlan, changes: TreeChanges, workdir: str = WORKDIR
 ) -> list[str]:
     """Remove the files the test patch creates that the patch created too; the paths removed. The eval script's
     `git apply` of the test patch is atomic: one file already there and none of the test patch applies, so the
@@ -185,15 +186,8 @@ async def remove_test_files(
     does for the gold patch."""
     from swe_rl.integrity.tree import test_files_to_remove
 
-    paths = test_files_to_remove(changes.touched, task.test_patch, task.patch)
+    paths = test_files_to_remove(changes.touched, plan.test_files, plan.gold_paths)
     if paths:
         script = restore_script(dict.fromkeys(paths, "revert"), task.base_commit or "HEAD", None, [])
         await _exec_ok(sb, script, f"could not remove the test patch's files {paths[:20]}", workdir)
     return paths
-
-
-def test_command(eval_script: str) -> str:
-    """The eval script's lines between its output markers (the test command)."""
-    from swe_rl.integrity.log_rules import test_section
-
-    return test_section(eval_script)

@@ -27,14 +27,8 @@ from sandboxes.base import Sandbox, SandboxError
 from swe_rl.integrity import trusted_check
 from swe_rl.integrity.log_rules import parser_aliases, pytest_command, test_section
 from swe_rl.integrity.trusted_check import Records
-from swe_rl.tasks.eval_script import (
-    WORKDIR,
-    Interrupted,
-    created_paths,
-    official_script,
-    run_script,
-    with_exports,
-)
+from swe_rl.tasks.eval_script import WORKDIR, Interrupted, run_script, with_exports
+from swe_rl.tasks.grading_plan import GradingPlan
 from swe_rl.tasks.task import Task
 
 _PASSING = ("PASSED", "XFAIL")
@@ -60,9 +54,8 @@ class Probe:
         return out | {"selected": self.selected}
 
 
-def probe_kind(task: Task) -> str | None:
+def probe_kind(task: Task, command: str) -> str | None:
     """The observer for the eval script's test command: None when there is none for its runner."""
-    command = test_section(official_script(task))
     if task.log_parser == "parse_log_django" and "runtests.py" in command:
         return "unittest"
     if task.log_parser == "parse_log_sympy" and "bin/test" in command:
@@ -78,9 +71,9 @@ def tox_current_env(command: str) -> bool:
     return bool(re.search(r"\btox\b[^\n]*--current-env", command))
 
 
-async def run_probe(sb: Sandbox, task: Task, timeout: float) -> Probe:
+async def run_probe(sb: Sandbox, task: Task, plan: GradingPlan, timeout: float) -> Probe:
     """The probe run for a result the graded run resolved (same sandbox, right after it)."""
-    kind = probe_kind(task)
+    kind = plan.probe_kind
     if kind is None:
         return Probe("skipped", reason="no observer for this runner")
     select = list(task.FAIL_TO_PASS)
@@ -93,8 +86,8 @@ async def run_probe(sb: Sandbox, task: Task, timeout: float) -> Probe:
 
     try:
         check = await trusted_check.install(sb, kind, select)
-        script = with_exports(probe_script(official_script(task)), _exports(task, check))
-        before = "; ".join(x for x in (check.before, clean_test_files(task)) if x)
+        script = with_exports(probe_script(plan.script), _exports(plan, check))
+        before = "; ".join(x for x in (check.before, clean_test_files(plan.test_files)) if x)
         log, timed_out = await run_script(sb, script, timeout, before=before)
         records = await trusted_check.read_records(sb, check)
     except Interrupted:
@@ -110,10 +103,9 @@ async def run_probe(sb: Sandbox, task: Task, timeout: float) -> Probe:
                  selected=len(select))  # fmt: skip
 
 
-def _exports(task: Task, check: trusted_check.TrustedCheck) -> str:
+def _exports(plan: GradingPlan, check: trusted_check.TrustedCheck) -> str:
     """The observer's exports; under tox, its folder on the Python's path too (tox drops PYTHONPATH)."""
-    tox = tox_current_env(test_section(official_script(task)))
-    return f"{check.exports}; {check.site_path}" if tox else check.exports
+    return f"{check.exports}; {check.site_path}" if plan.tox else check.exports
 
 
 _INSTALL = re.compile(r"^\s*(python[\d.]* -m pip|pip[\d.]*) install\b.*$", re.M)
@@ -126,10 +118,9 @@ def probe_script(script: str) -> str:
     return _INSTALL.sub(": swe-rl probe: installed by the graded run", script)
 
 
-def clean_test_files(task: Task) -> str:
-    """Shell removing the files the test patch creates: the graded run's `git apply` left them in the tree, and
-    the probe script's own apply of the test patch (atomic) would fail on them and apply nothing."""
-    paths = created_paths(task.test_patch)
+def clean_test_files(paths: tuple[str, ...]) -> str:
+    """Shell removing the files the test patch creates (`paths`): the graded run's `git apply` left them in the
+    tree, and the probe script's own apply of the test patch (atomic) would fail on them and apply nothing."""
     return f"rm -f -- {' '.join(shlex.quote(f'{WORKDIR}/{p}') for p in paths)}" if paths else ""
 
 

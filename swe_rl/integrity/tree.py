@@ -30,9 +30,10 @@ import dataclasses
 import re
 import shlex
 import sys
+from collections.abc import Iterable
 from typing import Any
 
-from swe_rl.tasks.eval_script import created_paths, patched_paths
+from swe_rl.tasks.eval_script import patched_paths
 
 CONFIG_FILES = frozenset({"pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"})
 METADATA_SUFFIXES = (".dist-info", ".egg-info", ".egg")
@@ -174,17 +175,20 @@ def runner_files(repo: str, test_command: str) -> set[str]:
     return set(RUNNER_FILES.get(repo, ())) | scripts
 
 
-def runner_paths(touched: list[str] | tuple[str, ...], runners: set[str], gold: str | None) -> list[str]:
+def runner_paths(
+    touched: list[str] | tuple[str, ...], runners: Iterable[str], gold_paths: Iterable[str]
+) -> list[str]:
     """The runner files the patch touched that the gold patch leaves alone (to be put back at base)."""
-    gold_paths = set(patched_paths(gold))
-    return sorted(p for p in touched if p in runners and p not in gold_paths)
+    runners, gold = set(runners), set(gold_paths)
+    return sorted(p for p in touched if p in runners and p not in gold)
 
 
 def test_files_to_remove(
-    touched: list[str] | tuple[str, ...], test_patch: str | None, gold: str | None
+    touched: list[str] | tuple[str, ...], created: Iterable[str], gold_paths: Iterable[str]
 ) -> list[str]:
-    """Files the test patch creates that the patch under grading created too (and the gold patch leaves alone)."""
-    made = set(created_paths(test_patch)) - set(patched_paths(gold))
+    """Files the test patch creates (`created`) that the patch under grading created too (and the gold patch
+    leaves alone)."""
+    made = set(created) - set(gold_paths)
     return sorted(p for p in touched if p in made)
 
 

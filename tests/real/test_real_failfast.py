@@ -18,7 +18,7 @@ def test_the_pre_run_selects_the_f2p_tests_from_the_instances_own_eval_script(ii
 
     task = real_tasks.tasks[iid]
     official = official_script(task)
-    plan = failfast.plan(task, official, ["a/b.py"], "")
+    plan = failfast.pre_run_script(task, official, ["a/b.py"], "")
     assert plan is not None, failfast.command_line(official)
     narrowed = failfast.command_line(plan.script)
     assert narrowed and narrowed != failfast.command_line(official)

@@ -13,6 +13,7 @@ import pytest
 
 from swe_rl.grading import failfast as ff
 from swe_rl.grading import install_skip as inst
+from swe_rl.grading.plan import plan_grading
 from swe_rl.tasks.task import Task
 
 DJANGO = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 migrations.test_optimizer"
@@ -95,7 +96,7 @@ def test_other_runners_get_no_pre_run():
     assert ff.select_command(task("parse_log_gotest", ["TestX"]), "go test ./...") is None
     assert ff.select_command(task("parse_log_pytest", []), "pytest tests") is None
     assert (
-        ff.plan(
+        ff.pre_run_script(
             task("parse_log_gotest", ["TestX"], command="go test ./..."), task("x", []).eval_script, [], ""
         )
         is None
@@ -105,16 +106,18 @@ def test_other_runners_get_no_pre_run():
 def test_plan_skips_the_install_only_for_a_patch_it_cannot_concern():
     t = task("parse_log_pytest", ["tests/test_a.py::test_x"])
     setup_cfg = "[metadata]\nversion = attr: pkg.__version__\n[options]\npackages = find:\n"
-    neutral = ff.plan(t, t.eval_script, ["pkg/core.py", "tests/test_a.py"], setup_cfg)
+    neutral = ff.pre_run_script(t, t.eval_script, ["pkg/core.py", "tests/test_a.py"], setup_cfg)
     assert neutral is not None and "python -I -c" in neutral.script and "pkg" in neutral.install
     assert (
         "else python -m pip install -e .; fi" in neutral.script
     )  # the install still runs when pkg is not at /testbed
     assert "\ngit status\n" not in neutral.script and "pytest -rA tests/test_a.py::test_x\n" in neutral.script
     for touched in (["setup.py"], ["pkg/__init__.py"], ["pkg/ext.pyx"], ["newmod.py"], ["src/x.py"]):
-        p = ff.plan(t, t.eval_script, touched, setup_cfg)
+        p = ff.pre_run_script(t, t.eval_script, touched, setup_cfg)
         assert p is not None and p.install == "kept" and "python -I -c" not in p.script, touched
-    assert ff.plan(t, t.eval_script, None, setup_cfg).install == "kept"  # no tree guard: nothing is known
+    assert (
+        ff.pre_run_script(t, t.eval_script, None, setup_cfg).install == "kept"
+    )  # no tree guard: nothing is known
     # setup.py reading a file by name (os.path.join('pkg', 'release.py')) keeps the install for that file
     assert (
         inst.packages_to_check(["pkg/release.py"], "exec(open(os.path.join('pkg', 'release.py')).read())")
@@ -131,7 +134,7 @@ def test_other_install_steps_always_run():
         "pip install .",
     ):
         script = t.eval_script.replace("python -m pip install -e .", line)
-        p = ff.plan(t, script, [], "")
+        p = ff.pre_run_script(t, script, [], "")
         assert p is not None and p.install in ("kept", "none") and "python -I -c" not in p.script, line
     assert inst.install_lines(t.eval_script.replace("-e .", "--editable .[test]")) == [
         "python -m pip install --editable .[test]"
@@ -145,33 +148,53 @@ def log(lines: str, code: int = 1) -> str:
 def test_only_an_explicit_failure_decides():
     t = task("parse_log_pytest", ["tests/test_a.py::test_x", "tests/test_a.py::test_y[p"])
     failed = ff.judge(
-        t, "", log("PASSED tests/test_a.py::test_y[p1]\nFAILED tests/test_a.py::test_x - assert 0"), "none"
+        t,
+        plan_grading(t),
+        "",
+        log("PASSED tests/test_a.py::test_y[p1]\nFAILED tests/test_a.py::test_x - assert 0"),
+        "none",
     )
     assert failed.outcome == "failed" and failed.failed == ("tests/test_a.py::test_x",)
     assert failed.report and failed.report["resolved"] is False
     assert failed.report["tests_status"]["PASS_TO_PASS"] == {"success": [], "failure": []}
     passed = ff.judge(
-        t, "", log("PASSED tests/test_a.py::test_x\nPASSED tests/test_a.py::test_y[p1]", 0), "none"
+        t,
+        plan_grading(t),
+        "",
+        log("PASSED tests/test_a.py::test_x\nPASSED tests/test_a.py::test_y[p1]", 0),
+        "none",
     )
     assert passed.outcome == "passed"
     # missing or skipped: the full run decides; a truncated id fails only when every match fails
     assert (
         ff.judge(
-            t, "", log("PASSED tests/test_a.py::test_x\nSKIPPED tests/test_a.py::test_y[p1]", 0), ""
+            t,
+            plan_grading(t),
+            "",
+            log("PASSED tests/test_a.py::test_x\nSKIPPED tests/test_a.py::test_y[p1]", 0),
+            "",
         ).outcome
         == "passed"
     )
-    assert ff.judge(t, "", log("PASSED tests/test_a.py::test_y[p1]", 0), "").outcome == "passed"
-    mixed = "PASSED tests/test_a.py::test_x\nPASSED tests/test_a.py::test_y[p1]\nFAILED tests/test_a.py::test_y[p2]"
-    assert ff.judge(t, "", log(mixed), "").outcome == "passed"
     assert (
-        ff.judge(t, "", log("FAILED tests/test_a.py::test_y[p1]\nPASSED tests/test_a.py::test_x"), "").outcome
+        ff.judge(t, plan_grading(t), "", log("PASSED tests/test_a.py::test_y[p1]", 0), "").outcome == "passed"
+    )
+    mixed = "PASSED tests/test_a.py::test_x\nPASSED tests/test_a.py::test_y[p1]\nFAILED tests/test_a.py::test_y[p2]"
+    assert ff.judge(t, plan_grading(t), "", log(mixed), "").outcome == "passed"
+    assert (
+        ff.judge(
+            t,
+            plan_grading(t),
+            "",
+            log("FAILED tests/test_a.py::test_y[p1]\nPASSED tests/test_a.py::test_x"),
+            "",
+        ).outcome
         == "failed"
     )
     # a log swebench rejects (no markers) or one that breaks a log guard decides nothing
-    assert ff.judge(t, "", "FAILED tests/test_a.py::test_x\n", "").outcome == "undecided"
+    assert ff.judge(t, plan_grading(t), "", "FAILED tests/test_a.py::test_x\n", "").outcome == "undecided"
     twice = log("FAILED tests/test_a.py::test_x\nPASSED tests/test_a.py::test_x")
-    assert ff.judge(t, "", twice, "").outcome == "undecided"
+    assert ff.judge(t, plan_grading(t), "", twice, "").outcome == "undecided"
 
 
 async def _cases(tasks_micro_images) -> list[tuple[Task, str, str]]:
@@ -252,5 +275,10 @@ def test_sympy_pre_run_reads_its_last_test():
     selecting one test always ends on it (found on sympy__sympy-24661's no-op patch: the pre-run could not decide)."""
     t = task("parse_log_sympy", ["test_issue_24288"], version="1.12")
     body = "sympy/parsing/tests/test_sympy_parser.py[1] \ntest_issue_24288 F                              [FAIL]\n"
-    assert ff.judge(t, "", log(body), "").outcome == "failed"
-    assert ff.judge(t, "", log(body.replace(" F ", " ok ").replace("FAIL", "OK"), 0), "").outcome == "passed"
+    assert ff.judge(t, plan_grading(t), "", log(body), "").outcome == "failed"
+    assert (
+        ff.judge(
+            t, plan_grading(t), "", log(body.replace(" F ", " ok ").replace("FAIL", "OK"), 0), ""
+        ).outcome
+        == "passed"
+    )

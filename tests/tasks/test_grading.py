@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from swe_rl.grading.grader import docker_factory, eval_script_for, grade, report_from_log
+from swe_rl.grading.plan import plan_grading
 
 LOG_OK = """+ : '>>>>> Start Test Output'
 PASSED tests/test_a.py::test_fixed
@@ -31,15 +32,21 @@ def test_report_from_log_uses_swebench_grading(tasks_micro):
     t = _task(
         tasks_micro, FAIL_TO_PASS=["tests/test_a.py::test_fixed"], PASS_TO_PASS=["tests/test_a.py::test_kept"]
     )
-    rep = report_from_log(t, "diff", LOG_OK)
+    rep = report_from_log(t, plan_grading(t), "diff", LOG_OK)
     assert rep["resolved"] is True and rep["patch_successfully_applied"] is True
     failed = report_from_log(
-        t, "diff", LOG_OK.replace("PASSED tests/test_a.py::test_kept", "FAILED tests/test_a.py::test_kept")
+        t,
+        plan_grading(t),
+        "diff",
+        LOG_OK.replace("PASSED tests/test_a.py::test_kept", "FAILED tests/test_a.py::test_kept"),
     )
     assert failed["resolved"] is False
     assert failed["tests_status"]["PASS_TO_PASS"]["failure"] == ["tests/test_a.py::test_kept"]
     # a log without the output markers is "not applied/ran" for swebench: never resolved
-    assert report_from_log(t, "diff", "PASSED tests/test_a.py::test_fixed\n")["resolved"] is False
+    assert (
+        report_from_log(t, plan_grading(t), "diff", "PASSED tests/test_a.py::test_fixed\n")["resolved"]
+        is False
+    )
 
 
 def test_bare_test_command_is_wrapped_with_markers(tasks_micro):

@@ -12,7 +12,8 @@ import textwrap
 from pathlib import Path
 
 from sandboxes.local import LocalSandbox
-from swe_rl.integrity.probe import probe_kind, tox_current_env
+from swe_rl.grading.plan import plan_grading
+from swe_rl.integrity.probe import tox_current_env
 from swe_rl.integrity.trusted_check import install, read_records
 from swe_rl.tasks.task import Task
 
@@ -34,7 +35,7 @@ def test_sphinx_s_tox_command_gets_the_pytest_observer() -> None:
         test_patch="", FAIL_TO_PASS=["tests/test_x.py::test_a"], PASS_TO_PASS=[], version="0", image="none",
         eval_script=SPHINX, log_parser="parse_log_pytest",
     )  # fmt: skip
-    assert tox_current_env(SPHINX) and probe_kind(task) == "pytest"
+    assert tox_current_env(SPHINX) and plan_grading(task).probe_kind == "pytest"
     assert not tox_current_env("tox -epy39 -- tests/test_x.py")  # tox's own venvs: not the image's Python
 
 
