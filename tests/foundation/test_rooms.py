@@ -87,3 +87,10 @@ def test_every_room_has_its_readme():
         text = (ROOT / room / "README.md").read_text()
         assert len(text.splitlines()) <= 45, f"swe_rl/{room}/README.md is longer than a screen"
         assert "May import" in text
+
+
+def test_how_it_fits_draws_every_room():
+    # the one-screen map of the rooms (docs/how-it-fits.md) names each of them; the arrows are MAY_IMPORT above
+    text = (ROOT.parent / "docs" / "how-it-fits.md").read_text()
+    section = text.split("## The grader's rooms", 1)[-1]
+    assert section != text and all(f"swe_rl.{room}" in section for room in ROOMS)
