@@ -55,6 +55,11 @@ EXITS = ["submitted", "submitted", "max_steps", "submitted", "format_errors", "s
          "timeout", "submitted", "submitted"]  # fmt: skip
 
 
+def device_under_test() -> str:
+    """CUDA where torch sees it; the CPU in a dry run of the gpu tests (SWE_RL_GPU_TESTS_ON_CPU, tests/conftest.py)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def config(name: str) -> AlgoConfig:
     return AlgoConfig.model_validate(CASES[name])
 

@@ -26,6 +26,7 @@ from swe_rl.train.openrlhf.aem_seam import (
     attach_action_part,
 )
 from swe_rl.train.openrlhf.config import AemConfig
+from tests.device_cases import device_under_test
 
 N = 8  # samples per prompt: 2 prompts, micro-batches of 5 / 6 / 5 in shuffled order
 ORDER = [3, 12, 0, 9, 15, 6, 1, 14, 8, 2, 11, 5, 13, 7, 10, 4]
@@ -126,5 +127,5 @@ def test_seam_makes_no_tensor_on_the_default_device(orl_experience, orl_estimato
 @pytest.mark.parametrize("aem", sorted(AEMS))
 def test_seam_on_cuda_experiences_equals_cpu(orl_experience, orl_estimator, orl_parse, aem):
     want = _run(orl_experience, orl_estimator, orl_parse, AEMS[aem], "cpu", trap=False)
-    got = _run(orl_experience, orl_estimator, orl_parse, AEMS[aem], "cuda", trap=False)
+    got = _run(orl_experience, orl_estimator, orl_parse, AEMS[aem], device_under_test(), trap=False)
     _same(want, got, exact=False)
