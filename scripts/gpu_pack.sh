@@ -14,6 +14,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --python-version) PYVER="$2"; shift 2 ;;
     --dest) DEST="$2"; shift 2 ;;
+    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_pack: unknown argument $1" >&2; exit 2 ;;
   esac
 done

@@ -155,5 +155,8 @@ def train_command(
                 run.log_metrics(state.step, {f"eval/{k}": v for k, v in final.items()})
         finally:
             env.close()
-    print(f"train: {state.step} steps, metrics in {run.metrics}, checkpoints in {run.checkpoints}")
+    from swe_rl.train.device import model_device
+
+    on = f"{model_device(model)}" + (f", {cfg.autocast} autocast" if cfg.autocast != "off" else "")
+    print(f"train: {state.step} steps on {on}, metrics in {run.metrics}, checkpoints in {run.checkpoints}")
     return run
