@@ -13,12 +13,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ALLOW_CPU=0
-case "${1:-}" in
-  --allow-cpu) ALLOW_CPU=1 ;;
-  -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  "") ;;
-  *) echo "gpu_check: unknown argument $1 (--allow-cpu, --help)" >&2; exit 2 ;;
-esac
+for arg in "$@"; do
+  case "$arg" in
+    --allow-cpu) ALLOW_CPU=1 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu_check: unknown argument $arg (--allow-cpu, --help)" >&2; exit 2 ;;
+  esac
+done
 PY="${PYTHON:-python3}"
 LOGS="${OUT:-runs/gpu_check}"
 mkdir -p "$LOGS"
