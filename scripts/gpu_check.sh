@@ -69,6 +69,10 @@ fi
 
 part test-gpu 300 "$PY" -m pytest -m gpu tests/gpu tests/openrlhf/test_seam_device.py -q -rs -p no:cacheprovider
 part smoke 150 env PYTHON="$PY" bash scripts/gpu_smoke.sh "${SMOKE_ARGS[@]}"
+# the local backend isolates nothing: the episodes' repo is the host's /testbed and the agent's tools go to
+# /usr/local/lib/swe_rl_tools; both are removed afterwards unless they were there before
+leftovers=()
+for d in /testbed /usr/local/lib/swe_rl_tools; do [ -e "$d" ] || leftovers+=("$d"); done
 part train 240 "$PY" -m swe_rl.cli train -c configs/train/gpu_check.yaml -o "out_dir=$WORK" "${OVERRIDES[@]}"
 grep "^train: " "$LOGS/train.log" | tee -a "$LOGS/summary.txt"  # its device line
 if [ -f "$WORK/gpu_check/metrics.jsonl" ]; then
@@ -89,6 +93,6 @@ PYEOF
 else
   say "train: no metrics.jsonl"; status=1
 fi
-rm -rf "$WORK"
+rm -rf "$WORK" "${leftovers[@]}"
 say "done in $((SECONDS - START)) s, exit $status"
 exit $status

@@ -89,14 +89,18 @@ def toy_batch():
     return tok, tasks, trajs
 
 
-def _train_one_step(tmp_path: Path, name: str, model: Any, toy_batch, **cfg_updates: Any) -> tuple[Any, dict]:
+def _train_one_step(
+    tmp_path: Path, name: str, model: Any, toy_batch, save: bool = True, **cfg_updates: Any
+) -> tuple[Any, dict]:
+    """One RL step on the replayed batch; with `save`, its checkpoint (steps=1 saves at the end)."""
     from swe_rl.runs import RunDir
     from swe_rl.train.config import TrainConfig
     from swe_rl.train.loop import train
 
     tok, tasks, trajs = toy_batch
     cfg = TrainConfig.model_validate({
-        "name": name, "out_dir": str(tmp_path), "seed": 0, "steps": 1, "save_every": 1, "log_trajectories": 0,
+        "name": name, "out_dir": str(tmp_path), "seed": 0, "steps": 1 if save else 2, "save_every": int(save),
+        "log_trajectories": 0,
         "rollout": {"tasks_per_step": 4, "n_samples": 4},
         "optim": {"lr": 1e-4, "epochs": 2, "minibatch": 8, "micro_batch": 4},
         "algo": {"modulator": {"kind": "aem"}, "compact_filtering": {"enabled": True},
@@ -105,7 +109,16 @@ def _train_one_step(tmp_path: Path, name: str, model: Any, toy_batch, **cfg_upda
     })  # fmt: skip
     run = RunDir.create(cfg.out_dir, cfg.name)
     random.seed(0)
-    train(cfg, run, model, tok, ReplayRollouter(trajs), tasks, sample_tasks=lambda ts, k, rng: ts[:k])
+    train(
+        cfg,
+        run,
+        model,
+        tok,
+        ReplayRollouter(trajs),
+        tasks,
+        sample_tasks=lambda ts, k, rng: ts[:k],
+        stop_after=1,
+    )
     return run, run.read_metrics()[-1]
 
 
@@ -155,7 +168,9 @@ def test_trainer_step_bf16_autocast_at_qwen_shape(tmp_path, toy_batch):
     before = model.model.layers[0].mlp.up_proj.weight.detach().clone()
     if ON_CUDA:
         torch.cuda.reset_peak_memory_stats()
-    _, m = _train_one_step(tmp_path, "bf16", model, toy_batch, autocast="bf16")
+    _, m = _train_one_step(
+        tmp_path, "bf16", model, toy_batch, save=False, autocast="bf16"
+    )  # no 6 GB checkpoint
     peak = torch.cuda.max_memory_allocated() / 2**30 if ON_CUDA else float("nan")
     print(f"bf16 autocast step at the Qwen2.5-1.5B shape on {DEV}: loss {m['loss']:.4f}, {m['time_train_s']:.2f} s "
           f"train, peak {peak:.1f} GiB")  # fmt: skip
