@@ -52,6 +52,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 : > "$LOGS/summary.txt"
 { date -u +"%Y-%m-%d %H:%M:%S UTC"; git log -1 --format="commit %H" 2>/dev/null || true
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "nvidia-smi: none"
+  git --version 2>/dev/null || echo "git: none (the train part's local sandboxes run git init / diff / apply)"
   "$PY" -c "import sys, torch, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__,
 'cuda', torch.version.cuda, 'transformers', transformers.__version__, 'cuda_available', torch.cuda.is_available())"
 } > "$LOGS/device.txt" 2>&1
