@@ -2,9 +2,10 @@
 # Packs, on this machine, what scripts/gpu_check.sh needs on a lent GPU machine and that machine lacks, into .whl/
 # (ignored by git): wheels --no-deps at the versions the project pins, for CPython 3.12 on x86-64 (that machine's
 # python3, which has torch, transformers, numpy, pandas, pyarrow, pyyaml, rich, typer, httpx, protobuf and pytest):
-# pydantic and its core (every config); swebench (the generated tasks' log parser), whose harness imports docker,
-# datasets and modal when it is imported, with what those import and that machine lacks (found by importing the
-# trainer in an environment holding only that machine's packages); openrlhf for the seam tests.
+# pydantic and its core (every config) with a typing-extensions new enough for it; swebench (the generated tasks'
+# log parser), whose harness imports docker, datasets and modal when it is imported, with what those import and
+# that machine lacks (found by importing the trainer in an environment holding only that machine's packages);
+# openrlhf for the seam tests.
 # Usage: bash scripts/gpu_pack.sh [--python-version 3.12] [--dest .whl]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --python-version) PYVER="$2"; shift 2 ;;
     --dest) DEST="$2"; shift 2 ;;
-    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_pack: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -25,7 +26,7 @@ pin() {  # NAME -> NAME==VERSION from constraints.txt
 }
 # openrlhf and pylatexenc are installed --no-deps by `make setup` (Makefile), at these versions
 WHEELS=()
-for name in pydantic pydantic-core annotated-types typing-inspection swebench unidiff docker datasets dill multiprocess \
+for name in pydantic pydantic-core annotated-types typing-inspection typing-extensions swebench unidiff docker datasets dill multiprocess \
   python-dotenv tenacity modal synchronicity grpclib h2 hpack hyperframe; do
   WHEELS+=("$(pin "$name")")
 done
