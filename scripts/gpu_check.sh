@@ -45,6 +45,7 @@ if ls "$WHEELS"/*.whl > /dev/null 2>&1; then
   else  # a uv-made environment has no pip (the dry run here)
     uv pip install -q --python "$PY" --no-index --no-deps --target "$SITE" "$WHEELS"/*.whl
   fi || { say "installing the wheels of $WHEELS FAILED"; exit 1; }
+  rm -rf "$SITE/tests"  # openrlhf's wheel ships its own top-level `tests` package: ours must be the one imported
   export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
