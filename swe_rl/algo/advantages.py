@@ -41,7 +41,7 @@ def _prepare(rewards: Tensor, group_ids: Tensor, valid: Tensor | None) -> tuple[
     if rewards.dim() != 1:
         raise ValueError(f"rewards: expected a (B,) tensor, got shape {tuple(rewards.shape)}")
     ok = torch.ones_like(rewards, dtype=torch.bool) if valid is None else valid.to(torch.bool)
-    r = torch.where(ok, rewards.to(torch.float64), torch.zeros((), dtype=torch.float64))
+    r = torch.where(ok, rewards.to(torch.float64), 0.0)
     return r, ok, group_stats(r, group_ids.to(rewards.device), ok)
 
 

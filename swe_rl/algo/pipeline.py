@@ -36,10 +36,11 @@ class AdvantageResult(NamedTuple):
     )
 
 
-def group_ids_from(keys: Sequence[Hashable]) -> Tensor:
-    """(B,) int64 group ids from per-row keys (e.g. Trajectory.task_id), numbered by first appearance."""
+def group_ids_from(keys: Sequence[Hashable], device: torch.device | str | None = None) -> Tensor:
+    """(B,) int64 group ids from per-row keys (e.g. Trajectory.task_id), numbered by first appearance, on
+    `device` (the rewards' device; None = torch's default device)."""
     seen: dict[Hashable, int] = {}
-    return torch.tensor([seen.setdefault(k, len(seen)) for k in keys], dtype=torch.long)
+    return torch.tensor([seen.setdefault(k, len(seen)) for k in keys], dtype=torch.long, device=device)
 
 
 def _check_inputs(
@@ -132,7 +133,8 @@ def apply_reward_spec(
             f"(got {None if exit_reasons is None else len(exit_reasons)} for {rewards.shape[0]} rows)"
         )
     done = set(spec.submitted)
-    unsub = valid & torch.tensor([e not in done for e in exit_reasons], dtype=torch.bool)
+    # built on the caller's device: a host tensor next to CUDA rewards raises a device-mismatch error
+    unsub = valid & torch.tensor([e not in done for e in exit_reasons], dtype=torch.bool, device=valid.device)
     rewards = torch.where(unsub, torch.zeros_like(rewards), rewards)
     if spec.unsubmitted == "mask":
         mask, filtered = mask * (~unsub).to(mask.dtype)[:, None], unsub

@@ -40,6 +40,7 @@ class HFLocalPolicy:
         batch_wait_s: float = 0.002,
         reuse_prefix: bool = True,
         max_cached_bytes: int = 256 << 20,
+        autocast: Any = None,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch={max_batch}: expected >= 1")
@@ -52,6 +53,9 @@ class HFLocalPolicy:
         # prefill from turn 2 on); cleared whenever the weights change in place
         self.kv_store = PrefixKVStore(max_bytes=max_cached_bytes) if reuse_prefix else None
         self.model = model  # a reference, never a copy: in-place weight updates must be visible
+        # a torch dtype (bf16) to run generation under torch.autocast on the model's device; None = the weights'
+        # own dtype. Set per call: autocast state is per thread and generation runs in a worker thread.
+        self.autocast = autocast
         self.tokenizer = tokenizer
         self.max_batch = max_batch
         pad = pad_token_id if pad_token_id is not None else tokenizer.pad_token_id
@@ -119,7 +123,11 @@ class HFLocalPolicy:
         import torch
 
         t0 = time.perf_counter()
-        with torch.inference_mode():
+        amp: Any = contextlib.nullcontext()
+        if self.autocast is not None:
+            dev = next(self.model.parameters()).device
+            amp = torch.autocast(device_type=dev.type, dtype=self.autocast)
+        with torch.inference_mode(), amp:
             if self.kv_store is not None:
                 self.kv_store.sync(weights_version(self.model))
             out = _generate(self.model, prompts, samplings, self.pad_token_id, self.kv_store)
@@ -135,16 +143,32 @@ class HFLocalPolicy:
         return completions
 
 
-def _sample(logits: Any, temps: Any, top_ps: Any, greedy: Any, gens: list[Any]) -> tuple[Any, Any, Any]:
-    """logits (B, V) -> (token (B,), logprob (B,), entropy (B,)) at each row's temperature."""
+def _sample(
+    logits: Any,
+    temps: Any,
+    top_ps: Any,
+    greedy: Any,
+    gens: list[Any],
+    *,
+    use_top_p: bool | None = None,
+    all_greedy: bool = False,
+) -> tuple[Any, Any, Any]:
+    """logits (B, V) -> (token (B,), logprob (B,), entropy (B,)) at each row's temperature.
+
+    `use_top_p` (host-side: some row has top_p < 1) saves a device sync per step; None = read it from top_ps.
+    `all_greedy` skips the draw off the CPU (every row takes the argmax). On the CPU the draw stays: it advances
+    torch's global generator, which later unseeded draws depend on."""
     import torch
 
     scaled = logits / temps[:, None]
     logp = torch.log_softmax(scaled, dim=-1)  # (B, V)
     probs = logp.exp()
     entropy = -(probs * logp).sum(-1)
+    if all_greedy and logits.device.type != "cpu":
+        tok = logits.argmax(-1)
+        return tok, logp.gather(-1, tok[:, None]).squeeze(-1), entropy
     sample_probs = probs
-    if bool((top_ps < 1.0).any()):
+    if bool((top_ps < 1.0).any()) if use_top_p is None else use_top_p:
         sorted_p, idx = probs.sort(dim=-1, descending=True)
         cum = sorted_p.cumsum(-1)
         drop = (cum - sorted_p) > top_ps[:, None]  # keep the smallest prefix whose mass reaches top_p
@@ -185,6 +209,8 @@ def _generate(
     temps = torch.tensor([samplings[i].temperature or 1.0 for i in rows], device=device)
     top_ps = torch.tensor([samplings[i].top_p for i in rows], device=device)
     greedy = torch.tensor([samplings[i].temperature == 0 for i in rows], device=device)
+    greedy_l = [samplings[i].temperature == 0 for i in rows]  # host copies: no device sync to read them
+    top_p_l = (top_ps.cpu() < 1.0).tolist()  # as the float32 tensor rounds them
     seeds = [samplings[i].seed for i in rows]
     gens = [None if s is None else torch.Generator(device=device).manual_seed(s) for s in seeds]
     cache = DynamicCache(ddp_cache_data=batch["layers"], config=model.config)
@@ -203,11 +229,13 @@ def _generate(
             store.put(prompts[i] + results[i][0][:-1], extract(cache, r, attn[r].bool()))
 
     while rows:
-        tok, lp, ent = _sample(out.logits[:, -1, :].float(), temps, top_ps, greedy, gens)
+        tok, lp, ent = _sample(out.logits[:, -1, :].float(), temps, top_ps, greedy, gens,
+                               use_top_p=any(top_p_l), all_greedy=all(greedy_l))  # fmt: skip
         keep = []
-        tok_l, lp_l, ent_l = tok.tolist(), lp.tolist(), ent.tolist()  # one host copy per step, not per row
+        # one host copy per step, not per row nor per tensor (float64 holds token ids and fp32 values exactly)
+        tok_l, lp_l, ent_l = torch.stack([tok.double(), lp.double(), ent.double()]).tolist()
         for r, i in enumerate(rows):
-            t = tok_l[r]
+            t = int(tok_l[r])
             toks, lps, ents = results[i]
             toks.append(t)
             lps.append(lp_l[r])
@@ -225,6 +253,7 @@ def _generate(
             tok, attn, last_pos = tok[sel], attn[sel], last_pos[sel]
             temps, top_ps, greedy = temps[sel], top_ps[sel], greedy[sel]
             gens = [gens[r] for r in keep]
+            greedy_l, top_p_l = [greedy_l[r] for r in keep], [top_p_l[r] for r in keep]
         attn = torch.cat([attn, attn.new_ones((len(rows), 1))], dim=-1)
         last_pos = last_pos + 1
         out = model(

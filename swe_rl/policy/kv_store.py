@@ -33,12 +33,15 @@ def weights_version(model: Any) -> tuple[int, float]:
     import torch
 
     with torch.no_grad():
-        versions, sample = 0, 0.0
+        versions, sums = 0, []
         for p in model.parameters():
             versions += p._version
             flat = p.detach().reshape(-1)
-            sample += float(flat[:: max(1, flat.numel() // 256)].double().sum())
-    return versions, sample
+            sums.append(flat[:: max(1, flat.numel() // 256)].double().sum())
+        if not sums:
+            return versions, 0.0
+        # one host read for all parameters (a per-parameter float() is a device sync each on a GPU)
+        return versions, float(torch.stack([x.to(sums[0].device) for x in sums]).sum())
 
 
 class PrefixKVStore:

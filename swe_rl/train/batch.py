@@ -39,6 +39,19 @@ class Batch:
             act,
         )
 
+    def to(self, device: torch.device | str) -> Batch:
+        """The same batch on `device` (itself when it is there already)."""
+        if self.input_ids.device == torch.device(device):
+            return self
+        act = None if self.action_mask is None else self.action_mask.to(device)
+        return Batch(
+            self.input_ids.to(device),
+            self.attention_mask.to(device),
+            self.loss_mask.to(device),
+            self.rollout_logprobs.to(device),
+            act,
+        )
+
     @property
     def size(self) -> int:
         return int(self.input_ids.shape[0])

@@ -29,13 +29,19 @@ class TrainState:
 
 
 def rng_states() -> dict[str, Any]:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    out = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # a GPU run's CUDA streams resume too
+        out["cuda"] = [s.cpu() for s in torch.cuda.get_rng_state_all()]
+    return out
 
 
 def set_rng_states(states: dict[str, Any]) -> None:
     random.setstate(states["python"])
     np.random.set_state(states["numpy"])
-    torch.set_rng_state(states["torch"])
+    torch.set_rng_state(states["torch"].cpu())
+    cuda = states.get("cuda")
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)  # a CPU machine resuming a GPU run keeps only the CPU streams
 
 
 def save_checkpoint(
@@ -77,8 +83,10 @@ def load_checkpoint(path: Path, model: Any, optimizer: torch.optim.Optimizer | N
     from transformers import AutoModelForCausalLM
 
     loaded = AutoModelForCausalLM.from_pretrained(path / "model")
-    model.load_state_dict(loaded.state_dict())
-    blob = torch.load(path / "state.pt", weights_only=False)
+    model.load_state_dict(loaded.state_dict())  # copied onto the model's own device, whichever wrote them
+    # a checkpoint written on a GPU holds CUDA optimizer tensors: read on the host, then the optimizer moves its
+    # state onto each parameter's device (Optimizer.load_state_dict)
+    blob = torch.load(path / "state.pt", weights_only=False, map_location="cpu")
     if optimizer is not None and blob["optimizer"] is not None:
         optimizer.load_state_dict(blob["optimizer"])
     set_rng_states(blob["rng"])

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from swe_rl.algo.config import AlgoConfig
 from swe_rl.config import StrictModel
@@ -106,6 +107,12 @@ class TrainConfig(StrictModel):
     name: str = "train"  # run name: runs/<name>
     out_dir: str = "runs"  # base folder of runs
     seed: int = 0  # RL seed (task sampling, rollouts, minibatch order)
+    # where the policy (HF generation and its KV cache), the forward/backward, the advantages and the entropy run:
+    # auto = the first CUDA device when torch sees one, else cpu; cpu; cuda; cuda:N (swe_rl.train.device)
+    device: str = "auto"
+    # bf16 autocast of the trainer's forward passes and of HF generation (weights and optimizer stay fp32);
+    # off = fp32 throughout (the CPU recipes)
+    autocast: Literal["off", "bf16"] = "off"
     steps: int = 100  # RL steps
     save_every: int = 10  # checkpoint every N steps (0 = only at the end)
     keep_checkpoints: int = 2  # newest checkpoints kept
@@ -122,3 +129,10 @@ class TrainConfig(StrictModel):
     algo: AlgoConfig = Field(
         default_factory=AlgoConfig
     )  # estimator, filtering, AEM/EMPG, EPO, loss (swe_rl.algo)
+
+    @field_validator("device")
+    @classmethod
+    def _device_name(cls, v: str) -> str:
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", v):
+            raise ValueError(f"device {v!r}: expected auto, cpu, cuda or cuda:N")
+        return v

@@ -26,6 +26,7 @@ from swe_rl.tasks.task import Task
 from swe_rl.train.batch import collate, minibatches, token_logprobs_entropy
 from swe_rl.train.checkpoint import TrainState, latest, load_checkpoint, prune, save_checkpoint
 from swe_rl.train.config import TrainConfig
+from swe_rl.train.device import autocast, autocast_dtype, model_device
 from swe_rl.train.objective import (
     advantages,
     check_rollout_logprobs,
@@ -76,6 +77,8 @@ def train(
     """Run RL steps until cfg.steps (or `stop_after` steps in this call, for tests). Returns the final state.
     `on_step(step, metrics)` runs after each step's metrics are logged (progress bars)."""
     algo = cfg.algo
+    # the model's device (load_policy_model put it on train.device): every tensor of a step is made there
+    device, amp = model_device(model), autocast_dtype(cfg.autocast)
     opt = torch.optim.AdamW(
         model.parameters(), lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay
     )
@@ -109,10 +112,10 @@ def train(
         # suspicious episodes get the reward policy's reward before anything reads rewards (swe_rl.grading.reward)
         integrity = police_episodes(trajs, algo.reward.suspicious)
         rewards = torch.tensor(
-            [t.reward if t.reward is not None else 0.0 for t in trajs], dtype=torch.float32
+            [t.reward if t.reward is not None else 0.0 for t in trajs], dtype=torch.float32, device=device
         )
-        valid = torch.tensor([t.reward is not None for t in trajs])
-        group_ids = torch.arange(len(batch_tasks)).repeat_interleave(n)
+        valid = torch.tensor([t.reward is not None for t in trajs], device=device)
+        group_ids = torch.arange(len(batch_tasks), device=device).repeat_interleave(n)
         exits = [t.exit_status or "unknown" for t in trajs]
         check_rollout_logprobs(algo, trajs)
 
@@ -120,13 +123,13 @@ def train(
         # temperature (as every trainer forward below), so π_old is the distribution that sampled the tokens.
         t1 = time.monotonic()
         temp = cfg.rollout.temperature
-        batch = collate(trajs, pad_id, cfg.rollout.max_len)
-        with torch.no_grad():
+        batch = collate(trajs, pad_id, cfg.rollout.max_len).to(device)
+        with torch.no_grad(), autocast(device, amp):
             parts = [
                 token_logprobs_entropy(
                     model, batch.select(idx), chunk=cfg.optim.logit_chunk, temperature=temp
                 )
-                for idx in torch.arange(batch.size).split(cfg.optim.micro_batch)
+                for idx in torch.arange(batch.size, device=device).split(cfg.optim.micro_batch)
             ]
         old_lp = torch.cat([p[0] for p in parts])
         old_ent = torch.cat([p[1] for p in parts])  # type: ignore[misc]
@@ -144,7 +147,7 @@ def train(
         # 4. PPO-clip minibatch updates for E epochs over all rows: the same number of updates and the same loss
         # divisor whatever the advantages are (rows without policy tokens are skipped inside a minibatch).
         rows = update_rows(loss_mask)
-        gen = torch.Generator().manual_seed(seed)
+        gen = torch.Generator().manual_seed(seed)  # a CPU stream on every device: the same minibatches
         for group in opt.param_groups:  # derived from the step, so a resumed run gets the same schedule
             group["lr"] = lr_at(cfg.optim.lr, cfg.optim.warmup, step)
         model.train()
@@ -158,13 +161,15 @@ def train(
                 # an empty tensor splits into one empty piece: a minibatch with no policy token has no forward
                 for micro in live.split(cfg.optim.micro_batch) if live.numel() else ():
                     sub = batch.select(micro)
-                    new_lp, new_ent = token_logprobs_entropy(
-                        model, sub, chunk=cfg.optim.logit_chunk, with_entropy=needs_current_entropy(algo),
-                        temperature=temp,
-                    )  # fmt: skip
+                    with autocast(device, amp):
+                        new_lp, new_ent = token_logprobs_entropy(
+                            model, sub, chunk=cfg.optim.logit_chunk, with_entropy=needs_current_entropy(algo),
+                            temperature=temp,
+                        )  # fmt: skip
+                        ref_lp = reference_logprobs(ref_model, sub, cfg.optim.logit_chunk, temp)
                     loss, info = microbatch_loss(
                         algo, new_lp, old_lp[micro], adv[micro], loss_mask[micro], new_ent,
-                        ref_lp=reference_logprobs(ref_model, sub, cfg.optim.logit_chunk, temp), history=history,
+                        ref_lp=ref_lp, history=history,
                         step=step - 1, count=count, fraction=micro.numel() / max(live.numel(), 1),
                         rollout_lp=batch.rollout_logprobs[micro],
                     )  # fmt: skip

@@ -121,7 +121,7 @@ def update_rows(loss_mask: Tensor) -> Tensor:
     """The rows every PPO epoch partitions into minibatches: all of them, whatever the advantages, so every
     method gets the same number of optimizer updates per step and the same loss divisor (the minibatch's policy
     tokens or sequences). Rows with zero advantage add zero to the sum but count in the divisor, as in verl."""
-    return torch.arange(loss_mask.shape[0])
+    return torch.arange(loss_mask.shape[0], device=loss_mask.device)
 
 
 def check_rollout_logprobs(cfg: AlgoConfig, trajectories: Sequence[Trajectory]) -> None:

@@ -27,12 +27,24 @@ from swe_rl.train.sources import DataSource, Env, data_source, register_source
 
 
 def load_policy_model(cfg: TrainConfig) -> tuple[Any, Any]:
-    """(model, tokenizer): a HF folder from model.init (e.g. an SFT checkpoint), or a fresh tiny model."""
+    """(model, tokenizer): a HF folder from model.init (e.g. an SFT checkpoint), or a fresh tiny model, on
+    train.device (swe_rl.train.device)."""
+    from swe_rl.train.device import resolve_device
+
+    source = data_source(cfg)
+    device = resolve_device(cfg.device, cuda_ok=source.cuda, source=cfg.data.source)
+    model, tok = _load_policy_model(cfg, source)
+    if device.type != "cpu":  # in place: the rollout policy built next holds this very object
+        model.to(device)
+    return model, tok
+
+
+def _load_policy_model(cfg: TrainConfig, source: DataSource) -> tuple[Any, Any]:
     import torch
 
     if cfg.model.threads:
         torch.set_num_threads(cfg.model.threads)
-    start = data_source(cfg).start
+    start = source.start
     if not cfg.model.init and start is not None:  # the source's own start (decisions: SFT on demonstrations)
         cfg = cfg.model_copy(deep=True)
         cfg.model.init = start(cfg)
@@ -72,6 +84,7 @@ def generated_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) 
         )
     from swe_rl.policy.hf import HFLocalPolicy
     from swe_rl.tasks.generator import generate_tasks, sample_batch
+    from swe_rl.train.device import autocast_dtype
     from swe_rl.train.env import PipelineRollouter, SandboxSlots, demo_agent_config
     from swe_rl.train.evaluate import HeldOutEval
     from swe_rl.train.sft import prompts_dir
@@ -89,7 +102,7 @@ def generated_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) 
         rollouter = vllm_rollout(model, tok, agent_cfg, counted, grader, cfg.model.init)
         policy: Any = rollouter.provider.policy
     else:
-        policy = HFLocalPolicy(model, tok, max_batch=r.max_batch)
+        policy = HFLocalPolicy(model, tok, max_batch=r.max_batch, autocast=autocast_dtype(cfg.autocast))
         rollouter = PipelineRollouter(policy, tok, agent_cfg, counted, grader, model=model)
     d = cfg.data
     tasks = generate_tasks(d.n_train, "train", d.seed, d.n_funcs)
@@ -114,8 +127,8 @@ def _tasks_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) -> 
     return cast(Env, tasks_env(cfg, model, tok, progress))
 
 
-register_source("generated", DataSource(generated_env, engines=("hf", "vllm")))
-register_source("tasks", DataSource(_tasks_env))
+register_source("generated", DataSource(generated_env, engines=("hf", "vllm"), cuda=True))
+register_source("tasks", DataSource(_tasks_env, cuda=True))
 
 
 def train_command(
@@ -142,5 +155,8 @@ def train_command(
                 run.log_metrics(state.step, {f"eval/{k}": v for k, v in final.items()})
         finally:
             env.close()
-    print(f"train: {state.step} steps, metrics in {run.metrics}, checkpoints in {run.checkpoints}")
+    from swe_rl.train.device import model_device
+
+    on = f"{model_device(model)}" + (f", {cfg.autocast} autocast" if cfg.autocast != "off" else "")
+    print(f"train: {state.step} steps on {on}, metrics in {run.metrics}, checkpoints in {run.checkpoints}")
     return run

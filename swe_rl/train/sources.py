@@ -27,11 +27,13 @@ class Env:
 @dataclass(frozen=True)
 class DataSource:
     """One `data.source`: `build(cfg, model, tok, progress) -> Env`; `start(cfg) -> model.init` when the config
-    names no model.init; `engines`: the rollout.engine values its episodes can generate with."""
+    names no model.init; `engines`: the rollout.engine values its episodes can generate with; `cuda`: its
+    environment follows the model's device (train.device auto picks CUDA only then)."""
 
     build: Callable[[TrainConfig, Any, Any, Any], Env]
     start: Callable[[TrainConfig], str] | None = None
     engines: tuple[str, ...] = ("hf",)
+    cuda: bool = False
 
 
 DATA_SOURCES: dict[str, DataSource] = {}  # filled at import by the packages that own sources

@@ -94,6 +94,7 @@ def load_source_tasks(source: str, field: str, split: str, instance_ids: list[st
 def tasks_env(cfg: Any, model: Any, tok: Any, progress: Any = None) -> Any:
     """The `tasks` data source: training tasks from data.tasks, held-out ones from data.eval_tasks (optional)."""
     from swe_rl.policy.hf import HFLocalPolicy
+    from swe_rl.train.device import autocast_dtype
     from swe_rl.train.env import demo_agent_config
     from swe_rl.train.evaluate import HeldOutEval
     from swe_rl.train.progress import ProgressRollouter
@@ -109,7 +110,7 @@ def tasks_env(cfg: Any, model: Any, tok: Any, progress: Any = None) -> Any:
     held = load_source_tasks(d.eval_tasks, "data.eval_tasks", d.split, []) if d.eval_tasks else []
     agent_cfg = demo_agent_config(prompts_dir(), max_new_tokens=r.max_new_tokens, max_steps=r.max_turns,
                                   temperature=r.temperature)  # fmt: skip
-    policy = HFLocalPolicy(model, tok, max_batch=r.max_batch)
+    policy = HFLocalPolicy(model, tok, max_batch=r.max_batch, autocast=autocast_dtype(cfg.autocast))
     roll = TaskRollouter(policy, tok, agent_cfg, cfg.sandbox, model, fail_fast=cfg.algo.reward.fail_fast)
     evaluator = None
     if held:

@@ -53,11 +53,11 @@ class EntropyMissingError(RuntimeError):
 
 
 def _flag(exp: Any, key: str, default: float) -> Tensor:
-    b = exp.action_mask.shape[0]
+    b, dev = exp.action_mask.shape[0], exp.action_mask.device  # flags live where the experience lives
     v = exp.info.get(key)
     if v is None:
-        return torch.full((b,), default, dtype=torch.float32)
-    return torch.as_tensor(v, dtype=torch.float32).reshape(b)
+        return torch.full((b,), default, dtype=torch.float32, device=dev)
+    return torch.as_tensor(v, dtype=torch.float32, device=dev).reshape(b)
 
 
 def _entropy(exp: Any, source: str, exact: Tensor | None) -> Tensor:
@@ -71,7 +71,7 @@ def _entropy(exp: Any, source: str, exact: Tensor | None) -> Tensor:
             "are not swe-rl's class (install_swe_rl_classes() must run before OpenRLHF's CLI; "
             "`swe-rl train-openrlhf --preflight` checks it). Use aem.entropy_source=surprisal to run without it."
         )
-    return exact.float() * mask
+    return exact.to(mask.device).float() * mask  # our forward hands entropy over on the host
 
 
 def _pad_cat(tensors: Sequence[Tensor], width: int) -> Tensor:
@@ -84,7 +84,7 @@ def attach_action_part(exp: Any, response: dict[str, Any], max_len: int) -> Any:
     ranges = response.get(ACTION_RANGES_KEY)
     if ranges is None:
         return exp
-    part = torch.zeros(len(response["observation_tokens"]), dtype=torch.bool)
+    part = torch.zeros(len(response["observation_tokens"]), dtype=torch.bool, device=exp.action_mask.device)
     for start, end in ranges:
         part[start:end] = True
     exp.info[ACTION_KEY] = part[1:max_len].unsqueeze(0)
@@ -102,7 +102,11 @@ def _action_part(experiences: list[Any], width: int, cfg: AemConfig) -> Tensor |
             f"(the executor's {ACTION_RANGES_KEY!r}, attached by SweRlSamplesGenerator)"
         )
     return _pad_cat(
-        [p.float() * e.action_mask.float() for p, e in zip(parts, experiences, strict=True)], width
+        [
+            p.to(e.action_mask.device).float() * e.action_mask.float()
+            for p, e in zip(parts, experiences, strict=True)
+        ],
+        width,
     )
 
 
@@ -118,10 +122,11 @@ def zero_filtered_rewards(experiences: Sequence[Any], cfg: AemConfig) -> None:
 
 def _per_sample(values: Tensor, rows: Tensor, n: int, reduce: str) -> Tensor:
     """(S,) span values → (n,) per-sample mean/min/max (1.0 where a sample has no span)."""
-    out = torch.full((n,), float("nan") if reduce != "mean" else 0.0, dtype=torch.float64)
+    dev = values.device
+    out = torch.full((n,), float("nan") if reduce != "mean" else 0.0, dtype=torch.float64, device=dev)
     v = values.double()
     if reduce == "mean":
-        cnt = torch.zeros(n, dtype=torch.float64).index_add_(0, rows, torch.ones_like(v))
+        cnt = torch.zeros(n, dtype=torch.float64, device=dev).index_add_(0, rows, torch.ones_like(v))
         out = out.index_add_(0, rows, v) / cnt.clamp(min=1)
         return torch.where(cnt > 0, out, torch.ones_like(out)).float()
     out = out.scatter_reduce(0, rows, v, "amin" if reduce == "min" else "amax", include_self=False)
@@ -144,7 +149,7 @@ def modulate_experiences(
     mask = _pad_cat([e.action_mask.float() for e in experiences], width)  # (N, Amax)
     adv = _pad_cat([e.advantages.float() for e in experiences], width)  # (N, Amax)
     rows_index = torch.tensor(
-        [i for e in experiences for i in e.index], dtype=torch.long
+        [i for e in experiences for i in e.index], dtype=torch.long, device=mask.device
     )  # (N,) prompt order
     valid = torch.cat([_flag(e, VALID_KEY, 1.0) for e in experiences]) > 0  # (N,)
     filtered = torch.cat([_flag(e, FILTER_KEY, 0.0) for e in experiences]) > 0
@@ -155,7 +160,7 @@ def modulate_experiences(
     diag: dict[str, float] = {}
     action = _action_part(experiences, width, cfg)
     idx = span_index(mask)
-    alpha = torch.ones(idx.num_spans)
+    alpha = torch.ones(idx.num_spans, device=mask.device)
     if cfg.enabled and idx.num_spans:
         exact = list(entropy) if entropy is not None else [None] * len(experiences)
         if len(exact) != len(experiences):
@@ -189,7 +194,7 @@ def _write_back(experiences, widths, adv, keep, alpha, idx, diag) -> None:
     }
     # batch-level values repeated per sample so they survive batching (never over the per-sample α above)
     for k, v in diag.items():
-        per.setdefault(f"aem_{k}", torch.full((n,), float(v)))
+        per.setdefault(f"aem_{k}", torch.full((n,), float(v), device=adv.device))
     start = 0
     for exp, w in zip(experiences, widths, strict=True):
         b = exp.action_mask.shape[0]

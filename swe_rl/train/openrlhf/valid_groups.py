@@ -27,9 +27,13 @@ VALID_KEY = "swe_rl_valid"  # info / extra_logs key: 0 = infrastructure failure
 
 def row_valid(exp: Any) -> Tensor:
     """(B,) bool: the executor's validity flag of each row (1 where the key is absent)."""
-    b = exp.action_mask.shape[0]
+    b, dev = exp.action_mask.shape[0], exp.action_mask.device
     v = exp.info.get(VALID_KEY)
-    return torch.ones(b, dtype=torch.bool) if v is None else torch.as_tensor(v).reshape(b) > 0
+    return (
+        torch.ones(b, dtype=torch.bool, device=dev)
+        if v is None
+        else torch.as_tensor(v, device=dev).reshape(b) > 0
+    )
 
 
 def take_rows(exp: Any, rows: Tensor) -> Any:
@@ -40,7 +44,7 @@ def take_rows(exp: Any, rows: Tensor) -> Any:
 
     def pick(v: Any) -> Any:
         if isinstance(v, Tensor) and v.dim() > 0 and v.shape[0] == b:
-            return v[idx]
+            return v[idx.to(v.device)]  # info tensors may sit on another device than the masks
         if isinstance(v, list) and len(v) == b:
             return [v[i] for i in idx.tolist()]
         return v
@@ -77,7 +81,11 @@ def _partitions(experiences: list[Any], n: int) -> dict[int, list[tuple[int, Ten
     parts: dict[int, list[tuple[int, Tensor, list[int]]]] = defaultdict(list)
     for pos, e in enumerate(experiences):
         for c in set(count.values()) - {0, 1}:
-            rows = torch.tensor([valid[i] and count[i // n] == c for i in e.index], dtype=torch.bool)
+            rows = torch.tensor(
+                [valid[i] and count[i // n] == c for i in e.index],
+                dtype=torch.bool,
+                device=e.action_mask.device,
+            )
             if bool(rows.any()):
                 parts[c].append(
                     (pos, rows, [rank[i] for i, r in zip(e.index, rows.tolist(), strict=True) if r])
@@ -87,11 +95,11 @@ def _partitions(experiences: list[Any], n: int) -> dict[int, list[tuple[int, Ten
 
 def _zeroed(exp: Any) -> None:
     """Advantage, return and their logs 0 for every row (overwritten below for rows that are computed)."""
-    b = exp.action_mask.shape[0]
-    exp.advantages = torch.zeros(exp.action_mask.shape, dtype=torch.float32)
-    exp.returns = torch.zeros(exp.action_mask.shape, dtype=torch.float32)
-    exp.info["return"] = torch.zeros(b)
-    exp.info["group_reward_std"] = torch.zeros(b)
+    b, dev = exp.action_mask.shape[0], exp.action_mask.device
+    exp.advantages = torch.zeros(exp.action_mask.shape, dtype=torch.float32, device=dev)
+    exp.returns = torch.zeros(exp.action_mask.shape, dtype=torch.float32, device=dev)
+    exp.info["return"] = torch.zeros(b, device=dev)
+    exp.info["group_reward_std"] = torch.zeros(b, device=dev)
     exp.rewards = exp.rewards.to(torch.promote_types(exp.rewards.dtype, torch.float32))
 
 
@@ -101,12 +109,13 @@ def _write_rows(dst: Any, rows: Tensor, src: Any) -> None:
         full = getattr(dst, name)
         part = getattr(src, name)
         full = full.to(torch.promote_types(full.dtype, part.dtype))
-        full[idx] = part.to(full.dtype)
+        full[idx.to(full.device)] = part.to(full.device, full.dtype)
         setattr(dst, name, full)
     for k, v in src.info.items():
         if k not in dst.info:
-            dst.info[k] = torch.zeros(rows.shape[0], dtype=v.dtype)
-        dst.info[k][idx] = v.to(dst.info[k].dtype)
+            dst.info[k] = torch.zeros(rows.shape[0], dtype=v.dtype, device=v.device)
+        info = dst.info[k]
+        info[idx.to(info.device)] = v.to(info.device, info.dtype)
 
 
 def valid_only_advantages(
