@@ -86,7 +86,8 @@ class RolloutPool:
         # Control calls (shutdown) get a group of their own: in the default group they would queue behind the
         # episodes that fill every slot, and an episode that never returns (a hung model server, a stuck tool)
         # would hold Ctrl-C's shutdown until the pool gave up and killed the actor with its containers alive.
-        remote_cls = ray.remote(concurrency_groups={CONTROL: 2})(RolloutWorker)
+        remote: Any = ray.remote  # its typed overloads omit the documented concurrency_groups keyword
+        remote_cls = remote(concurrency_groups={CONTROL: 2})(RolloutWorker)
         actor: Any = remote_cls.options(
             num_cpus=self.cfg.actor_num_cpus,
             max_concurrency=self.cfg.episodes_per_actor,
