@@ -31,12 +31,14 @@ if [ -n "$containers" ] && [ "$dry" = 0 ]; then
   # shellcheck disable=SC2086
   docker rm -f $containers >/dev/null
 fi
-images=$( { docker images --format '{{.Repository}}:{{.Tag}} {{.ID}}' \
-              | awk '$1 ~ /^(swe-rl[\/_-]|sweb\.|sbx-pytest\/)/ {print $2}'
-            for label in org.swe-rl.builder org.swe-rl.history-cut-at org.swe-rl.base-commit; do
-              docker images -q --filter "label=$label"
-            done
-            docker images -q --filter dangling=true; } | sort -u)
+list_images() {
+  { docker images --format '{{.Repository}}:{{.Tag}} {{.ID}}' | awk '$1 ~ /^(swe-rl[\/_-]|sweb\.|sbx-pytest\/)/ {print $2}'
+    for label in org.swe-rl.builder org.swe-rl.history-cut-at org.swe-rl.base-commit; do
+      docker images -q --filter "label=$label"
+    done
+    docker images -q --filter dangling=true; } | sort -u
+}
+images=$(list_images)
 if [ "$dry" = 1 ]; then
   echo "images:"
   for i in $images; do
@@ -44,12 +46,15 @@ if [ "$dry" = 1 ]; then
   done
   exit 0
 fi
-n=0
-if [ -n "$images" ]; then
-  n=$(echo "$images" | wc -l)
+n=$(echo "$images" | grep -c . || true)
+# An image with child images cannot be removed before them (an env image under its instance images, a base under
+# everything): each pass removes what has no child left, until nothing of ours is left.
+for _ in 1 2 3 4 5 6; do
+  [ -n "$images" ] || break
   # shellcheck disable=SC2086
-  docker rmi -f $images >/dev/null 2>&1 || true  # an id listed twice (tag + label) is gone by its second turn
-fi
+  docker rmi -f $images >/dev/null 2>&1 || true
+  images=$(list_images)
+done
 docker builder prune -af >/dev/null 2>&1 || true
 left=$(docker images --format '{{.Repository}}:{{.Tag}}' | grep -cE '^(swe-rl[/_-]|sweb\.|sbx-pytest/)' || true)
 echo "remove_project_images: removed $(echo "$containers" | grep -c . || true) container(s) and $n image(s)" \

@@ -8,7 +8,7 @@ A_AEM = α · A_base on every token of the span. α is computed once per batch u
 all PPO epochs / mini-batches). Invalid spans (empty, invalid or compact-filtered trajectories) are left out of
 the statistics and get α = 1. `reverse=True` is the paper's ablation w = exp(+λ·H̃).
 
-Span choice (issue 26): H̄ over the whole turn (`response`, the paper's) or, given an `action_mask` (B, T) that
+Span choice: H̄ over the whole turn (`response`, the paper's) or, given an `action_mask` (B, T) that
 marks each turn's action tokens (the tool call after any reasoning), over those tokens only (`action`); a turn
 with no marked token falls back to its whole-turn mean.
 """

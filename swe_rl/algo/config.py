@@ -55,7 +55,7 @@ class AEMConfig(StrictModel):
     scope: Literal["group", "trajectory", "batch"] = "group"  # spans normalized together (paper ablation)
     reverse: bool = False  # ablation: α grows with entropy, w = exp(+λ·H̃)
     # Tokens H̄ averages over: the whole turn (the paper's response span) or only its action (the tool call after
-    # any reasoning; needs each turn's action start, Trajectory.action_starts). Issue 26: in reason-then-act turns
+    # any reasoning; needs each turn's action start, Trajectory.action_starts): in reason-then-act turns
     # the response mean is dominated by the reasoning tokens, not by the decision.
     entropy_span: Literal["response", "action"] = "response"
 
