@@ -26,7 +26,7 @@ from swe_rl.config import ConfigError
 from swe_rl.evaluation.config import DatasetConfig, EvalConfig
 from swe_rl.evaluation.report import Episode, build_report, episode_from, report_json, report_markdown
 from swe_rl.evaluation.store import EvalRun, atomic_write
-from swe_rl.grading.reward import RewardResult
+from swe_rl.grading import RewardResult
 from swe_rl.rollout.context import RolloutSpec
 from swe_rl.tasks.task import Task
 
@@ -48,7 +48,7 @@ def ensure_images(cfg: EvalConfig, tasks: list[Task]) -> None:
     """Build missing task-repo images (the micro suite included) and name the fix of every other missing one
     (swe_rl.images.task_images.prepare_images); those episodes then fail as image_missing, rerun with retry_errors.
     On a Ray cluster or with remote sandboxes the driver's engine is not where episodes run: build only."""
-    from swe_rl.images.task_images import prepare_images
+    from swe_rl.images import prepare_images
 
     local = cfg.pool.ray_address is None and cfg.sandbox.get("backend", "docker") == "docker"
     prepare_images(tasks, cfg.dataset.source, None if local else (lambda _msg: None))
@@ -87,7 +87,7 @@ def grading_record(traj: Trajectory, grader: str) -> dict[str, Any]:
 
 
 def missing_items(run: EvalRun, tasks: list[Task], k: int, retry_errors: bool) -> list[tuple[Task, int]]:
-    from swe_rl.grading.grader import TRANSIENT_FAILURES
+    from swe_rl.grading import TRANSIENT_FAILURES
 
     def infra(traj: Trajectory) -> bool:
         # the episode, or our grading of it (sandbox start/death mid-grading), failed for infrastructure reasons
@@ -143,9 +143,7 @@ def official_result(iid: str, report: dict[str, Any], summary: dict[str, Any]) -
 
 def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> None:
     """swebench's run_evaluation over run r's patches, for the instances without a grading record."""
-    from swe_rl.grading.official import run_official
-    from swe_rl.grading.reward import label_suspicious
-    from swe_rl.integrity.tree import check_official
+    from swe_rl.grading import check_official, label_suspicious, run_official
 
     loaded = {t.instance_id: run.load_trajectory(r, t.instance_id) for t in tasks}
     trajs = {iid: tr for iid, tr in loaded.items() if tr is not None}

@@ -424,6 +424,21 @@ def _log_violations(task: Task, log: str, record: dict[str, str] | None, require
     return log_violations(log, task.log_parser, graded, record, record_required=required)
 
 
+async def apply_under_guard(sb: Sandbox, task: Task, patch: str, workdir: str) -> bool:
+    """One `git apply` in a long-lived sandbox under the tree guard, for the trainers' cheap grader of generated
+    tasks (no fresh sandbox, no swebench apply chain): harness files the patch touched, as the tree shows them,
+    reset to the task's; False when the patch does not apply."""
+    import base64
+
+    g = await guard.before_patch(sb, task, workdir)
+    b64 = base64.b64encode(patch.encode()).decode()
+    cmd = f"printf %s {b64} | base64 -d > /tmp/.swe_rl_grade.diff && git apply /tmp/.swe_rl_grade.diff"
+    if (await sb.exec(cmd, cwd=workdir, timeout=60)).exit_code != 0:
+        return False
+    await guard.restore_after_patch(sb, task, g, workdir)
+    return True
+
+
 def grade_sync(task: Task, patch: str | None, sandbox_factory: SandboxFactory, **kw: Any) -> RewardResult:
     """Blocking `grade` for sync callers (not from inside a running event loop)."""
     return asyncio.run(grade(task, patch, sandbox_factory, **kw))

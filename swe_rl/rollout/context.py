@@ -104,8 +104,7 @@ def grading_reward_fn(
     """Our grader (swe_rl.grading.grader) with sandboxes from `sandbox_factory`; `fail_fast` (training only:
     evaluation reports keep every test's result) stops at a failing FAIL_TO_PASS test (swe_rl.grading.failfast),
     for each task whose pre-run pays for itself (swe_rl.grading.failfast_policy, learned from these gradings)."""
-    from swe_rl.grading.failfast_policy import FailFastPolicy
-    from swe_rl.grading.grader import EVAL_TIMEOUT, grade
+    from swe_rl.grading import EVAL_TIMEOUT, FailFastPolicy, grade
 
     policy = FailFastPolicy() if fail_fast else None
 

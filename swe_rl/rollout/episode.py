@@ -17,8 +17,7 @@ from typing import Any, Protocol
 
 from sandboxes.base import Sandbox
 from swe_rl.agent.trajectory import Trajectory
-from swe_rl.grading.grader import prepare_sandbox
-from swe_rl.grading.reward import RewardResult
+from swe_rl.grading import RewardResult, prepare_sandbox
 from swe_rl.policy.base import Policy
 from swe_rl.tasks.task import Task
 

@@ -22,10 +22,7 @@ from typing import Any, cast
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.agent.trajectory import Trajectory
-from swe_rl.grading.dedup import DedupGrader
-from swe_rl.grading.reward import RewardResult, label_suspicious
-from swe_rl.integrity import guard
-from swe_rl.integrity.log_rules import log_violations
+from swe_rl.grading import DedupGrader, RewardResult, apply_under_guard, label_suspicious, log_violations
 from swe_rl.tasks.task import Task
 
 
@@ -234,20 +231,9 @@ class CachedGrader:
     async def _run(self, box: Any, task: Task, patch: str, test_files: list[str]) -> Any:
         """Apply the patch under the tree guard, write the task's test files, run its eval script."""
         repo = self.slots.repo_dir
-        if not await _apply_and_restore(box, task, patch, repo):
+        if not await apply_under_guard(box, task, patch, repo):
             return await box.exec("echo PATCH_FAILED", timeout=60)
         return await box.exec(" ; ".join([*test_files, task.eval_script]), cwd=repo, timeout=60)
-
-
-async def _apply_and_restore(box: Any, task: Task, patch: str, repo: str) -> bool:
-    """The grader's tree guard (swe_rl.integrity.guard) around `git apply`: harness files the patch touched, as the
-    tree shows them, reset to the task's; False when the patch does not apply."""
-    g = await guard.before_patch(box, task, repo)
-    cmd = _write_cmd("/tmp/.swe_rl_grade.diff", patch) + " && git apply /tmp/.swe_rl_grade.diff"
-    if (await box.exec(cmd, cwd=repo, timeout=60)).exit_code != 0:
-        return False
-    await guard.restore_after_patch(box, task, g, repo)
-    return True
 
 
 def demo_agent_config(prompts_dir: str, **overrides: Any) -> AgentConfig:

@@ -19,8 +19,8 @@ import torch
 
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.algo.epo import EntropyHistory, batch_token_mean
-from swe_rl.grading.cost import step_metrics as grading_metrics
-from swe_rl.grading.reward import police_episodes
+from swe_rl.grading import police_episodes
+from swe_rl.grading import step_metrics as grading_metrics
 from swe_rl.runs import RunDir
 from swe_rl.tasks.task import Task
 from swe_rl.train.batch import collate, minibatches, token_logprobs_entropy

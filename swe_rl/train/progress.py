@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from swe_rl.agent.trajectory import Trajectory
-from swe_rl.grading.reward import RewardResult
+from swe_rl.grading import RewardResult
 from swe_rl.tasks.task import Task
 from swe_rl.train.env import CachedGrader
 

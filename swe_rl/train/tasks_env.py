@@ -24,7 +24,7 @@ class TaskRollouter:
     def __init__(self, policy: Any, tokenizer: Any, agent_cfg: AgentConfig, sandbox_cfg: dict[str, Any],
                  model: Any = None, *, grade_timeout_s: float = 1800.0, run_id: str = "swe-rl-train",
                  fail_fast: bool = True):  # fmt: skip
-        from swe_rl.grading.dedup import DedupGrader
+        from swe_rl.grading import DedupGrader
         from swe_rl.rollout.context import TaskSandboxFactory, episode_ttl, grading_reward_fn
         from swe_rl.rollout.policies import SharedPolicy
 

@@ -94,3 +94,52 @@ def test_how_it_fits_draws_every_room():
     text = (ROOT.parent / "docs" / "how-it-fits.md").read_text()
     section = text.split("## The grader's rooms", 1)[-1]
     assert section != text and all(f"swe_rl.{room}" in section for room in ROOMS)
+
+
+# the rest of the pipeline reaches the rooms through these doors only (swe_rl/cli.py registers the rooms' commands)
+DOORS = {"swe_rl.grading", "swe_rl.images", "swe_rl.tasks.task", "swe_rl.tasks.loaders", "swe_rl.tasks.generator",
+         "swe_rl.tasks.adapters"}  # fmt: skip
+CLI_DOORS = {"swe_rl.grading.cli", "swe_rl.images.cli"}
+
+
+def _imported_modules(path: Path) -> dict[str, list[str]]:
+    """module -> the names imported from it (an `import m` gives m with no names)."""
+    out: dict[str, list[str]] = {}
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out.setdefault(a.name, [])
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.setdefault(node.module, []).extend(a.name for a in node.names)
+    return out
+
+
+def test_the_pipeline_reaches_grading_through_its_public_surface():
+    """Trainers, evaluation, rollout and the gateway import grading's names from `swe_rl.grading` (its __all__),
+    images' from `swe_rl.images`, and nothing from integrity: what the guards and observers are is grading's
+    business."""
+    import swe_rl.grading as grading
+    import swe_rl.images as images
+
+    wrong = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in ROOMS:
+            continue
+        for module, names in _imported_modules(path).items():
+            if _room_of(module) is None or (module in CLI_DOORS and rel.name == "cli.py"):
+                continue
+            if module not in DOORS:
+                wrong.append(f"{rel}: imports {module} (not a door: {sorted(DOORS)})")
+            for name in names:
+                surface = {"swe_rl.grading": grading.__all__, "swe_rl.images": images.__all__}.get(module)
+                if surface is not None and name not in surface:
+                    wrong.append(f"{rel}: {module}.{name} is not in its __all__")
+    assert not wrong, "\n".join(wrong)
+    assert sorted(grading.__all__) == sorted(grading._SURFACE) and sorted(images.__all__) == sorted(
+        images._SURFACE
+    )
+    for name in grading.__all__:  # every door opens
+        assert getattr(grading, name) is not None
+    for name in images.__all__:
+        assert getattr(images, name) is not None

@@ -30,8 +30,7 @@ from typing import Any
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 from swe_rl.agent.trajectory import Trajectory, action_token_mask, mask_runs
-from swe_rl.grading.dedup import DedupGrader
-from swe_rl.grading.reward import episode_flags
+from swe_rl.grading import DedupGrader, episode_flags
 from swe_rl.policy.base import Completion, SamplingParams
 from swe_rl.train.openrlhf.aem_seam import ACTION_RANGES_KEY, FILTER_KEY, MASKED_KEY, VALID_KEY
 from swe_rl.train.openrlhf.config import AgentConfig
