@@ -38,8 +38,13 @@ def run_official(
     preds.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cmd = [sys.executable, "-m", "swebench.harness.run_evaluation", "-d", str(dataset), "-p", str(preds),
            "-id", run_id, "--max_workers", str(workers), "-t", str(timeout), "--report_dir", str(work)]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
     summary_path = work / f"{model}.{run_id}.json"
+    for _ in range(3):
+        proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+        if proc.returncode == 0 or not _listing_race(proc.stderr):
+            break
+        # the instances ran and wrote their reports; only the run report failed. A rerun skips every instance with
+        # a report (swebench's exclude_completed) and makes the run report again.
     if proc.returncode != 0 or not summary_path.is_file():
         raise RuntimeError(f"official run_evaluation failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     reports = {}
@@ -47,3 +52,9 @@ def run_official(
         path = work / "logs" / "run_evaluation" / run_id / model / iid / "report.json"
         reports[iid] = json.loads(path.read_text())[iid] if path.is_file() else {}
     return json.loads(summary_path.read_text()), reports
+
+
+def _listing_race(stderr: str) -> bool:
+    """swebench's run report lists every container on the engine (`containers.list(all=True)` inspects each one):
+    a container of another process removed in between fails the whole run with a 404, after its instances ran."""
+    return "make_run_report" in stderr and "404 Client Error" in stderr and "/containers/" in stderr

@@ -67,3 +67,22 @@ def test_peer_whole_suite(kind, tasks_micro_images, tmp_path, tasks_wrong_patch,
             "shifted": lambda x: x.patch.replace("@@ -", "@@ -9"),  # wrong line numbers: the fallbacks apply it
             "garbage": lambda x: x.patch.replace("diff --git a/", "diff --git a/missing/").replace("--- a/", "--- a/missing/").replace("+++ b/", "+++ b/missing/")}  # fmt: skip
     _agree(t, {iid: make[kind](task) for iid, task in t.items()}, tmp_path, tasks_write_jsonl, kind)
+
+
+def test_the_run_report_listing_race_is_recognised():
+    """swebench's run report inspects every container on the engine; one that another process removes in between
+    fails the run after its instances finished (seen beside a concurrent `swe-rl demo`, 2026-12-04). run_official
+    reruns then (the instances are skipped as completed); any other failure is raised at once."""
+    from swe_rl.grading.official import _listing_race
+
+    seen = (
+        'File ".../swebench/harness/run_evaluation.py", line 794, in main\n'
+        "    return make_run_report(predictions, full_dataset, run_id, client, report_dir)\n"
+        'File ".../swebench/harness/reporting.py", line 118, in make_run_report\n'
+        "    containers = client.containers.list(all=True)\n"
+        "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: "
+        "http+docker://localhost/v1.41/containers/795e027c054b/json\n"
+    )
+    assert _listing_race(seen)
+    assert not _listing_race(seen.replace("make_run_report", "run_instances"))  # an instance's own failure
+    assert not _listing_race("docker.errors.ImageNotFound: 404 Client Error: Not Found (/images/x/json)")
