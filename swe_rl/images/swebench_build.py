@@ -133,10 +133,10 @@ def base_info(image: str, s: Session) -> BaseInfo:
         try:
             if not image_exists(image):
                 from sandboxes.docker_sandbox import docker_client
-                from sandboxes.images import build_base_image
+                from sandboxes.images import ensure_base_image
 
                 with s.progress.building(image):
-                    build_base_image(docker_client(), image, suite=image.rsplit(":", 1)[-1])
+                    ensure_base_image(docker_client(), image)
                 s.progress.line(image, "built", time.monotonic() - t0)
             out = subprocess.run(["docker", "run", "--rm", "--network", "none", image, "python3", "-c", PROBE],
                                  capture_output=True, text=True, check=True, timeout=300).stdout.split()  # fmt: skip

@@ -169,6 +169,8 @@ def test_base_commit_in_the_image_is_the_host_commit(tmp_path, base_image):
     the one `_commit` gives on the host for the same source, or task rows' base commits would move with the git
     version. A source with what git treats specially: an executable, a symlink, an ignored file, an empty folder,
     CRLF lines under an eol attribute, and files owned by another user (git's safe.directory)."""
+    from sandboxes.docker_sandbox import docker_client
+    from sandboxes.images import ensure_base_image
     from swe_rl.images.swebench_stage import (
         _commit,
         _unpack,
@@ -177,13 +179,9 @@ def test_base_commit_in_the_image_is_the_host_commit(tmp_path, base_image):
         dockerfile_instance,
         stage_archive,
     )
-    from swe_rl.images.task_images import image_exists, sandboxes_builder
+    from swe_rl.images.task_images import sandboxes_builder
 
-    if not image_exists(base_image):  # as the builder does: debootstrapped when missing
-        from sandboxes.docker_sandbox import docker_client
-        from sandboxes.images import build_base_image
-
-        build_base_image(docker_client(), base_image, suite=base_image.rsplit(":", 1)[-1])
+    ensure_base_image(docker_client(), base_image)  # as the builder does: debootstrapped when missing
     src = tmp_path / "src.tar"
     with tarfile.open(src, "w") as tar:
         for name, text, mode in (("run.sh", "#!/bin/sh\n", 0o755), ("pkg/a.py", "A = 1\n", 0o644),
