@@ -132,6 +132,8 @@ def run_episodes(
 
 def official_result(iid: str, report: dict[str, Any], summary: dict[str, Any]) -> RewardResult:
     """One instance's outcome from swebench's run_evaluation (its per-instance report, or its run summary)."""
+    if report.get("ungradeable"):  # its validation: FAIL_TO_PASS cannot pass here (swe_rl.grading.validate)
+        return RewardResult(None, False, report, "", "ungradeable")
     if report:
         resolved = bool(report.get("resolved"))
         return RewardResult(1.0 if resolved else 0.0, resolved, report, "", None)
@@ -210,6 +212,7 @@ def collect(
 
 def write_report(run: EvalRun, cfg: EvalConfig, tasks: list[Task]) -> dict[str, Any]:
     from swe_rl.evaluation.plots import write_plots
+    from swe_rl.grading import validation_shown
 
     episodes, per_run = collect(run, tasks, cfg.runs, cfg.grader)
     for r, trajs in per_run.items():
@@ -221,11 +224,24 @@ def write_report(run: EvalRun, cfg: EvalConfig, tasks: list[Task]) -> dict[str, 
         "grader": cfg.grader,
     }
     report = build_report(episodes, cfg.runs, meta)
+    # what each instance's verdicts measured, where its validation changed it (graded on N of M PASS_TO_PASS ...)
+    report["validation"] = {
+        t.instance_id: v["summary"] for t in tasks if (v := validation_shown(t)) and v["status"] != "ok"
+    }
     report["complete"] = len(episodes) == len(tasks) * cfg.runs
     plots = write_plots(report, episodes, run.dir.report)
     atomic_write(run.dir.report / "report.json", report_json(report))
     atomic_write(run.dir.report / "report.md", report_markdown(report, plots))
     return report
+
+
+def validated(cfg: EvalConfig, tasks: list[Task]) -> list[Task]:
+    """Each task with its validation (swe_rl.grading.validate: the gold patch graded once per image, cached): what
+    its verdicts leave out, for our grader and the official one alike, and what the report says about it."""
+    from swe_rl.grading import docker_factory, validate_tasks_sync
+
+    factory = docker_factory(cfg.sandbox, run_id=f"eval-{cfg.name}")
+    return validate_tasks_sync(tasks, factory, workers=cfg.grade_workers)
 
 
 def run_eval(cfg: EvalConfig, on_trajectory: OnTrajectory | None = None) -> dict[str, Any]:
@@ -239,7 +255,10 @@ def run_eval(cfg: EvalConfig, on_trajectory: OnTrajectory | None = None) -> dict
     todo = missing_items(run, tasks, cfg.runs, cfg.retry_errors)
     if todo:
         ensure_images(cfg, [t for t, _ in todo])
-        run_episodes(run, cfg, todo, on_trajectory)
+    tasks = validated(cfg, tasks)
+    if todo:
+        by_id = {t.instance_id: t for t in tasks}
+        run_episodes(run, cfg, [(by_id[t.instance_id], r) for t, r in todo], on_trajectory)
     if cfg.grader == "official":
         for r in range(cfg.runs):
             grade_official(run, cfg, tasks, r)
@@ -252,4 +271,6 @@ def report_from_dir(run_dir: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{run_dir}: not an evaluation run directory (no config.yaml)")
     run = EvalRun(run_dir)
     cfg = EvalConfig.model_validate(yaml.safe_load(run.dir.config.read_text()))
-    return write_report(run, cfg, load_eval_tasks(cfg.dataset))
+    from swe_rl.grading import attach_cached
+
+    return write_report(run, cfg, attach_cached(load_eval_tasks(cfg.dataset)))

@@ -173,6 +173,9 @@ def report_markdown(report: dict[str, Any], plots: list[str]) -> str:
             f"- run {s['run']} {s['instance_id']} ({s['bucket']}): {'; '.join(s['reasons'])}"
             for s in report["suspicious"]
         ]
+    if report.get("validation"):  # instance validation (swe_rl.grading.validate): what each verdict measured
+        lines += ["", "## What was graded", ""]
+        lines += [f"- {iid}: {line}" for iid, line in report["validation"].items()]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"

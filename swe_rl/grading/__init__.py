@@ -23,9 +23,11 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         grade,
         grade_sync,
         prepare_sandbox,
+        validation_shown,
     )
     from swe_rl.grading.official import run_official
     from swe_rl.grading.reward import RewardResult, episode_flags, label_suspicious, police_episodes
+    from swe_rl.grading.validate import attach_cached, validate_tasks, validate_tasks_sync
     from swe_rl.integrity.log_rules import log_violations
     from swe_rl.integrity.tree import check_official
 
@@ -49,6 +51,10 @@ _SURFACE = {
     "run_official": "swe_rl.grading.official",
     "check_official": "swe_rl.integrity.tree",
     "log_violations": "swe_rl.integrity.log_rules",
+    "validation_shown": "swe_rl.grading.grader",
+    "validate_tasks": "swe_rl.grading.validate",
+    "validate_tasks_sync": "swe_rl.grading.validate",
+    "attach_cached": "swe_rl.grading.validate",
 }
 __all__ = [  # the keys of _SURFACE (tests/foundation/test_rooms.py holds them equal)
     "EVAL_TIMEOUT",
@@ -57,6 +63,7 @@ __all__ = [  # the keys of _SURFACE (tests/foundation/test_rooms.py holds them e
     "FailFastPolicy",
     "RewardResult",
     "apply_under_guard",
+    "attach_cached",
     "check_official",
     "docker_factory",
     "episode_flags",
@@ -69,6 +76,9 @@ __all__ = [  # the keys of _SURFACE (tests/foundation/test_rooms.py holds them e
     "prepare_sandbox",
     "run_official",
     "step_metrics",
+    "validate_tasks",
+    "validate_tasks_sync",
+    "validation_shown",
 ]
 
 

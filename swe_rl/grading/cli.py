@@ -72,6 +72,8 @@ def grade_command(
         f"errors {summary['error_instances']} (infra {summary['infra_failure_instances']})  "
         f"suspicious {summary['suspicious_instances']}  -> {out / 'summary.json'}"
     )
+    for iid, line in summary["validation"].items():  # what each verdict measured where validation changed it
+        typer.echo(f"{iid}: {line}")
     cost = summary["grading_cost"]
     if cost["gradings"]:  # where the time went (swe_rl.grading.cost), mean seconds per grading
         phases = "  ".join(f"{k} {v:.1f}" for k, v in cost["mean_s"].items() if k != "total" and v)

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from swe_rl.grading.cost import summary as cost_summary
-from swe_rl.grading.grader import SandboxFactory, grade
+from swe_rl.grading.grader import SandboxFactory, grade, validation_shown
 from swe_rl.grading.reward import RewardResult
+from swe_rl.grading.validate import validate_tasks
 from swe_rl.tasks.task import Task
 
 REPORT, FAILURE, TEST_OUTPUT, PATCH = "report.json", "failure.json", "test_output.txt", "patch.diff"
@@ -114,6 +115,9 @@ def summarize(tasks: list[Task], preds: dict[str, dict], out: Path) -> dict[str,
                 reasons[iid] = body.get("failure") or "unknown"
                 costs.append((body.get("tests") or {}).get("cost"))
     s = {k: sorted(v) for k, v in sets.items()}
+    shown = {t.instance_id: validation_shown(t) for t in tasks}
+    # what each validated instance's verdict measured (swe_rl.grading.validate), for any instance it changed
+    validation = {i: v["summary"] for i, v in sorted(shown.items()) if v and v["status"] != "ok"}
     return {
         "total_instances": len(ids),
         "submitted_instances": len(preds),
@@ -136,6 +140,8 @@ def summarize(tasks: list[Task], preds: dict[str, dict], out: Path) -> dict[str,
         "error_ids": s["error"],
         "suspicious_instances": len(s["suspicious"]),  # ours, beyond make_run_report's keys
         "suspicious_ids": s["suspicious"],
+        "ungradeable_ids": sorted(i for i, v in shown.items() if v and v["status"] == "ungradeable"),
+        "validation": validation,  # ours: instance -> "graded on N of M PASS_TO_PASS; left out: ..."
         "grading_cost": cost_summary(costs),  # ours: gradings run, seconds, mean seconds per phase
         "schema_version": 2,
     }
@@ -150,10 +156,19 @@ async def grade_predictions(
     workers: int = 2,
     timeout: float = 1800.0,
     on_done: Callable[[str, RewardResult | None], None] | None = None,
+    validate: bool = True,
 ) -> dict[str, Any]:
-    """Grade every prediction not yet finished in OUT, `workers` at a time; write reports and the summary."""
+    """Grade every prediction not yet finished in OUT, `workers` at a time; write reports and the summary.
+    `validate`: each task is validated first (swe_rl.grading.validate: once per image, cached), so that its
+    verdict leaves out what the gold patch cannot pass here for a named environmental reason, and says so."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if validate:
+        mine = [t for t in tasks if t.instance_id in preds]
+        checked = {
+            t.instance_id: t for t in await validate_tasks(mine, factory, workers=workers, timeout=timeout)
+        }
+        tasks = [checked.get(t.instance_id, t) for t in tasks]
     todo = [t for t in tasks if t.instance_id in preds and not (out / t.instance_id / REPORT).is_file()]
     sem = asyncio.Semaphore(max(1, workers))
 
@@ -188,6 +203,7 @@ async def gold_false_positives(
     not resolve or carries an integrity finding (violations, bytecode, writes in .git, a suspicious label).
     {} = no false positive. For any task source (the micro suite, real SWE-bench instances)."""
     sem = asyncio.Semaphore(max(1, workers))
+    tasks = await validate_tasks(tasks, factory, workers=workers, timeout=timeout)
 
     async def one(task: Task) -> tuple[str, list[str]]:
         async with sem:

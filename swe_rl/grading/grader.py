@@ -56,6 +56,7 @@ from swe_rl.tasks.eval_script import (
 )
 from swe_rl.tasks.grading_plan import GradingPlan
 from swe_rl.tasks.task import Task
+from swe_rl.tasks.validation import graded_summary, graded_task, validation_of
 
 # what callers import from here (the graded run lives in swe_rl.grading.eval_run, the eval script in swe_rl.tasks.eval_script)
 __all__ = [
@@ -226,6 +227,15 @@ async def grade(
     cost, pre = Cost(), None  # what each phase cost (swe_rl.grading.cost); the fail-fast pre-run's outcome
     if patch is None:  # swebench: patch_is_None -> not resolved, nothing run
         return with_cost(RewardResult(0.0, False, {"patch_is_None": True, "resolved": False}, "", None), cost)
+    shown = validation_shown(
+        task
+    )  # the row's validation (swe_rl.grading.validate): made from gold, read only
+    if (
+        shown is not None and shown["status"] == "ungradeable"
+    ):  # FAIL_TO_PASS cannot pass here: never resolved
+        tests = {"resolved": False, "validation": shown}
+        return with_cost(RewardResult(None, False, tests, shown["summary"], "ungradeable"), cost)
+    task = graded_task(task)  # PASS_TO_PASS without the tests its validation left out, for every patch
     plan = plan_grading(task, fail_fast=fail_fast)  # once: every attempt and sandbox below reads it
     opts = _Options(timeout, guards, detect)
     earlier: list[str] = []
@@ -246,7 +256,27 @@ async def grade(
         why = f"the eval script's output was empty in all {len(earlier) + 1} grading attempts"
         tests = {**result.tests, "resolved": False, "integrity": {"violations": [why]}}
         result = dataclasses.replace(result, reward=0.0, resolved=False, tests=tests, failure=None)
+    if shown is not None:
+        result = dataclasses.replace(result, tests={**result.tests, "validation": shown})
     return with_cost(result, cost, pre)
+
+
+def validation_shown(task: Task) -> dict[str, Any] | None:
+    """What a result says about the task's validation (None: not validated): its status, the tests left out with
+    their reasons and log lines, and the one-line summary reports print."""
+    record = validation_of(task)
+    if record is None:
+        return None
+    left = record.get("left_out") or []
+    return {
+        "status": record["status"],
+        "pass_to_pass": len(task.PASS_TO_PASS),
+        "graded_pass_to_pass": len(task.PASS_TO_PASS) - len(left),
+        "left_out": left,
+        "gold_failing": record.get("gold_failing") or [],
+        "ungradeable": record.get("ungradeable"),
+        "summary": graded_summary(task) or f"graded on all {len(task.PASS_TO_PASS)} PASS_TO_PASS",
+    }
 
 
 async def _grade_in_sandbox(

@@ -16,6 +16,7 @@ from typing import Any
 
 from swe_rl.tasks.eval_script import instance_dict
 from swe_rl.tasks.task import Task
+from swe_rl.tasks.validation import graded_task, validation_of
 
 
 def run_official(
@@ -28,9 +29,18 @@ def run_official(
     workers: int = 2,
     timeout: int = 1800,
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """(run summary, {instance_id: per-instance report or {} when the harness wrote none})."""
+    """(run summary, {instance_id: per-instance report or {} when the harness wrote none}).
+
+    Each task goes to the harness as ours grades it (swe_rl.tasks.validation.graded_task): the PASS_TO_PASS
+    tests its validation left out are left out of the official verdict too. An ungradeable task is not sent:
+    its report is {"resolved": False, "ungradeable": why} (never resolved on the tests that remain)."""
     work = Path(workdir).resolve()  # the subprocess runs in `work`: relative paths would point inside it
     work.mkdir(parents=True, exist_ok=True)
+    out = {t.instance_id: (validation_of(t) or {}).get("ungradeable") for t in tasks}
+    tasks = [graded_task(t) for t in tasks if not out[t.instance_id]]
+    patches = {i: p for i, p in patches.items() if not out.get(i)}
+    if not patches:  # every instance ungradeable: nothing for the harness to run
+        return {"resolved_ids": [], "ungradeable_ids": sorted(out_ids(out))}, _ungradeable(out)
     dataset = work / "dataset.jsonl"
     dataset.write_text("".join(json.dumps(instance_dict(t)) + "\n" for t in tasks))
     preds = work / "predictions.jsonl"
@@ -47,11 +57,19 @@ def run_official(
         # a report (swebench's exclude_completed) and makes the run report again.
     if proc.returncode != 0 or not summary_path.is_file():
         raise RuntimeError(f"official run_evaluation failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    reports = {}
+    reports = _ungradeable(out)
     for iid in patches:
         path = work / "logs" / "run_evaluation" / run_id / model / iid / "report.json"
         reports[iid] = json.loads(path.read_text())[iid] if path.is_file() else {}
     return json.loads(summary_path.read_text()), reports
+
+
+def out_ids(out: dict[str, str | None]) -> list[str]:
+    return [i for i, why in out.items() if why]
+
+
+def _ungradeable(out: dict[str, str | None]) -> dict[str, dict[str, Any]]:
+    return {i: {"resolved": False, "ungradeable": why} for i, why in out.items() if why}
 
 
 def _listing_race(stderr: str) -> bool:

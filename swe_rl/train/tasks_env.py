@@ -91,6 +91,28 @@ def load_source_tasks(source: str, field: str, split: str, instance_ids: list[st
         raise ValueError(f"{field}={source!r}: {e}") from e
 
 
+def validated(roll: TaskRollouter, tasks: list[Task], field: str) -> list[Task]:
+    """`tasks` validated (swe_rl.grading.validate: gold graded once per image, cached), so that rewards leave
+    out what gold cannot pass here for a named environmental reason; ungradeable ones are dropped, said on
+    stderr (their every episode would be masked)."""
+    import sys
+
+    from swe_rl.grading import validate_tasks, validation_shown
+
+    if not tasks:
+        return tasks
+    out = []
+    for t in roll.run(validate_tasks(tasks, roll.factory.grading())):
+        shown = validation_shown(t)
+        if shown is not None and shown["status"] != "ok":
+            print(f"{field}: {t.instance_id}: {shown['summary']}", file=sys.stderr)
+        if shown is None or shown["status"] != "ungradeable":
+            out.append(t)
+    if not out:
+        raise ValueError(f"{field}: every task is ungradeable here (see the lines above)")
+    return out
+
+
 def tasks_env(cfg: Any, model: Any, tok: Any, progress: Any = None) -> Any:
     """The `tasks` data source: training tasks from data.tasks, held-out ones from data.eval_tasks (optional)."""
     from swe_rl.policy.hf import HFLocalPolicy
@@ -112,6 +134,7 @@ def tasks_env(cfg: Any, model: Any, tok: Any, progress: Any = None) -> Any:
                                   temperature=r.temperature)  # fmt: skip
     policy = HFLocalPolicy(model, tok, max_batch=r.max_batch, autocast=autocast_dtype(cfg.autocast))
     roll = TaskRollouter(policy, tok, agent_cfg, cfg.sandbox, model, fail_fast=cfg.algo.reward.fail_fast)
+    tasks, held = validated(roll, tasks, "data.tasks"), validated(roll, held, "data.eval_tasks")
     evaluator = None
     if held:
         held_roll = ProgressRollouter(roll, progress, "held-out") if progress is not None else roll

@@ -77,10 +77,20 @@ def data_command(
     ),
     out: Path = typer.Option(..., "--out", "-o", help="JSONL for data.prompt_dataset"),
     split: str = typer.Option("test", help="split for HF datasets / task repos"),
+    validate: bool = typer.Option(
+        True,
+        help="validate each task whose image is here (gold graded once per "
+        "image, cached): the label then carries what its rewards leave out",
+    ),
 ) -> None:
     """Write tasks as OpenRLHF prompt rows (prompt = instance id, label = the Task JSON)."""
     from swe_rl.tasks.loaders import load_tasks
     from swe_rl.train.openrlhf.data import write_prompt_dataset
 
-    n = write_prompt_dataset(load_tasks(source, split=split), out)
+    tasks = load_tasks(source, split=split)
+    if validate:  # tasks whose image is not on this machine go unvalidated (graded on every test)
+        from swe_rl.grading import docker_factory, validate_tasks_sync
+
+        tasks = validate_tasks_sync(tasks, docker_factory(run_id="openrlhf-data"))
+    n = write_prompt_dataset(tasks, out)
     typer.echo(f"wrote {n} rows to {out}")
