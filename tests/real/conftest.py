@@ -7,7 +7,8 @@ test here is skipped with one line saying where it looked.
 
 Fixtures other test files rely on (names and meaning stable):
 - `iid`: one test per selected instance id (parametrized here).
-- `real_tasks`: `(rows_path, tasks)`: the task rows of the images built this session and {iid: Task}. Looking up an
+- `real_tasks`: `(rows_path, tasks)`: the task rows of the images built this session and {iid: Task}, each with its
+  validation (`metadata["validation"]`, swe_rl.grading.validate). Looking up an
   instance whose build (or source check) failed fails that test with the reason; the build runs once per session,
   only for the instances the selected tests need, and is never retried per test.
 - `real_inputs`: the inputs directory; `real_manifest`: manifest.json's {iid: entry}.
@@ -132,4 +133,13 @@ def real_tasks(request, tmp_path_factory, real_manifest) -> RealTasks:
     if not todo:
         out.write_text("")
     tasks = {t.instance_id: t for t in load_tasks(out)} if out.read_text().strip() else {}
-    return RealTasks(out, BuiltTasks(tasks, failed))
+    return RealTasks(out, BuiltTasks(validated(tasks), failed))
+
+
+def validated(tasks: dict[str, Any]) -> dict[str, Any]:
+    """Each built instance with its validation (gold graded once per image, cached; swe_rl.grading.validate), as
+    `swe-rl grade` and `swe-rl eval` grade it: the tests it leaves out are left out of every check here too."""
+    from swe_rl.grading import docker_factory, validate_tasks_sync
+
+    checked = validate_tasks_sync(list(tasks.values()), docker_factory(run_id="real-validate"))
+    return {t.instance_id: t for t in checked}

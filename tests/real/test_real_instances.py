@@ -1,6 +1,8 @@
 """Issue 22's per-instance checks on real SWE-bench instances (run by `make test-real`; slow: never by `make test`):
 gold resolves in ours and in swebench's official run_evaluation with identical per-test results, the empty and a
-no-op patch do not, the scripted gold policy resolves every instance through `swe-rl eval`, a tiny-model episode
+no-op patch do not, the scripted gold policy resolves every instance through `swe-rl eval`, (issue 44) the
+instance validation leaves out exactly the PASS_TO_PASS tests manifest.json names (`left_out`), in ours and the
+official run alike, a tiny-model episode
 ends without an infra failure, and two RL steps of the shipped checkpoint run on them."""
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ def test_gold_empty_noop_ours_and_official(iid, real_tasks, real_inputs, real_ma
 
     task = real_tasks.tasks[iid]
     unresolvable = real_manifest.get(iid, {}).get("official_unresolved")
+    check_left_out(task, real_manifest.get(iid, {}).get("left_out"))
     factory = docker_factory()
     gold, empty, noop = (
         grade_sync(task, p, factory) for p in (task.patch, "", noop_patch(task, real_inputs))
@@ -45,6 +48,11 @@ def test_gold_empty_noop_ours_and_official(iid, real_tasks, real_inputs, real_ma
     assert gold.resolved != bool(unresolvable), (unresolvable, gold.tests, gold.log[-2000:])
     assert gold.tests.get("integrity", {}).get("violations", []) == []  # no rule fires on a gold patch
     assert not empty.resolved and not noop.resolved and noop.reward == 0.0
+    left = [i["test"] for i in (task.metadata["validation"].get("left_out") or [])]
+    for ours in (gold, noop):  # the verdict names what it left out, and grades none of it
+        graded = {t for v in ours.tests["tests_status"]["PASS_TO_PASS"].values() for t in v}
+        assert not graded & set(left) and len(graded) == len(task.PASS_TO_PASS) - len(left), ours.tests
+        assert ours.tests["validation"]["left_out"] == task.metadata["validation"]["left_out"]
     host_dependent = applies_here(real_manifest.get(iid, {}).get("official_host_dependent"))
     for name, ours in (("gold", gold), ("noop", noop)):
         patch = task.patch if name == "gold" else noop_patch(task, real_inputs)
@@ -57,6 +65,25 @@ def test_gold_empty_noop_ours_and_official(iid, real_tasks, real_inputs, real_ma
             )
         assert official.get("resolved") == ours.resolved, (name, official)
         assert official["tests_status"] == ours.tests["tests_status"], name
+
+
+def check_left_out(task, entry: dict | None) -> None:
+    """The instance validation left out exactly the tests manifest.json names, each with its reason and the log
+    line that shows it (none for an instance without `left_out`), and nothing else changed: gold passes the rest."""
+    record = task.metadata.get("validation")
+    assert record is not None, f"{task.instance_id}: not validated (image missing?)"
+    named = (entry or {}).get("tests", [])
+    assert record["status"] == ("left_out" if named else "ok"), record
+    assert [i["test"] for i in record["left_out"]] == named, record["left_out"]
+    for item in record["left_out"]:
+        assert item["reason"] == entry["reason"] and item["line"], item
+    if named:  # what `swe-rl grade` and the evaluation report print for it
+        from swe_rl.grading import validation_shown
+
+        summary = validation_shown(task)["summary"]
+        m = len(task.PASS_TO_PASS)
+        assert summary.startswith(f"graded on {m - len(named)} of {m} PASS_TO_PASS; left out: "), summary
+        assert all(f"{t} ({entry['reason']})" in summary for t in named), summary
 
 
 def applies_here(entry: dict | None) -> dict | None:

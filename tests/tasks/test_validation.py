@@ -159,10 +159,10 @@ async def test_grade_predictions_says_what_each_verdict_measured(tmp_path, monke
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     preds = {t.instance_id: {"instance_id": t.instance_id, "model_patch": t.patch} for t in (NET, F2P_NET)}
     out = tmp_path / "out"
-    summary = await grade_predictions(
-        [NET, F2P_NET], preds, docker_factory(run_id="tasks-validation"), out
-    )
-    assert summary["resolved_ids"] == [NET.instance_id] and summary["ungradeable_ids"] == [F2P_NET.instance_id]
+    summary = await grade_predictions([NET, F2P_NET], preds, docker_factory(run_id="tasks-validation"), out)
+    assert summary["resolved_ids"] == [NET.instance_id] and summary["ungradeable_ids"] == [
+        F2P_NET.instance_id
+    ]
     assert summary["validation"][NET.instance_id].startswith("graded on 1 of 2 PASS_TO_PASS; left out: ")
     assert summary["validation"][F2P_NET.instance_id].startswith("ungradeable here: ")
     report = json.loads((out / NET.instance_id / "report.json").read_text())[NET.instance_id]
@@ -192,7 +192,9 @@ def test_reasons_are_read_from_the_test_s_own_part_of_the_log():
     assert reason == "network unreachable" and "host='10.255.255.1'" in line
     # a refused connection counts only to an outside host; the name's prefix never lends its neighbour a reason
     assert environmental_reason(LOG, "t.py::TestTimeout::test_connect_timeout_local") is None
-    assert environmental_reason(LOG, "t.py::test_remote_refused")[0] == "connection refused by an outside host"
+    assert (
+        environmental_reason(LOG, "t.py::test_remote_refused")[0] == "connection refused by an outside host"
+    )
     assert environmental_reason(LOG, "t.py::test_plain") is None
     assert environmental_reason(LOG, "t.py::test_absent") is None
 
@@ -214,7 +216,10 @@ def test_assess_and_the_report_line():
         "graded on 2 of 3 PASS_TO_PASS; left out: tests/test_calc.py::test_fetch (network unreachable); gold "
         "fails here with no nameable reason (kept, gold unresolved): tests/test_calc.py::test_plain"
     )
-    assert graded_task(shown).PASS_TO_PASS == ["tests/test_calc.py::test_mul", "tests/test_calc.py::test_plain"]
+    assert graded_task(shown).PASS_TO_PASS == [
+        "tests/test_calc.py::test_mul",
+        "tests/test_calc.py::test_plain",
+    ]
 
 
 @pytest.mark.parametrize(
