@@ -199,6 +199,27 @@ def test_reasons_are_read_from_the_test_s_own_part_of_the_log():
     assert environmental_reason(LOG, "t.py::test_absent") is None
 
 
+# a sphinx test's section: the app fixture prints its warnings at teardown, inside the failing test's section
+SPHINX_LOG = textwrap.dedent("""
+    _______________________________ test_html_remote_images _______________________________
+    E       assert '<img alt="https://www.python.org/static/img/rtd.png"' in content
+    ------------------------------ Captured stdout teardown ------------------------------
+    # warning:
+    WARNING: Could not fetch remote image: https://www.python.org/static/img/rtd.png [HTTPSConnectionPool(host='www.python.org', port=443): Max retries exceeded (Caused by NameResolutionError("Failed to resolve 'www.python.org' ([Errno -3] Temporary failure in name resolution)"))]
+    _______________________________ test_html_local_images _______________________________
+    E       assert 'img/local.png' in content
+    ================================ short test summary info =============================
+""")
+
+
+def test_a_remote_image_sphinx_cannot_fetch_is_a_name_resolution_failure():
+    reason, line = environmental_reason(SPHINX_LOG, "tests/test_build_html.py::test_html_remote_images")
+    assert reason == "name resolution failure" and line.startswith("WARNING: Could not fetch remote image"), (
+        line
+    )
+    assert environmental_reason(SPHINX_LOG, "tests/test_build_html.py::test_html_local_images") is None
+
+
 def test_assess_and_the_report_line():
     task = _task("unit", ["test_add"], ["test_mul", "test_fetch", "test_plain"])
     status = {
