@@ -259,3 +259,17 @@ def test_a_bad_record_is_one_error_naming_its_field(record, field):
     bad = task.model_copy(update={"metadata": {**task.metadata, "validation": record}})
     with pytest.raises(ValueError, match=re.escape(f"v44__bad: {field}")):
         validation_of(bad)
+
+
+def test_the_record_travels_in_openrlhf_labels():
+    """`swe-rl openrlhf-data` validates, and the cluster's grader reads the record from each sample's label."""
+    from swe_rl.train.openrlhf.data import task_from_label, task_to_row
+
+    task = _task("label", ["test_add"], ["test_mul", "test_fetch"])
+    record = {"status": "left_out", "left_out": [{"test": "tests/test_calc.py::test_fetch",
+              "reason": "network unreachable", "line": "OSError: [Errno 101] Network is unreachable"}]}  # fmt: skip
+    validated = task.model_copy(update={"metadata": {**task.metadata, "validation": record}})
+    back = task_from_label(task_to_row(validated)["label"])
+    assert validation_of(back) == record and graded_task(back).PASS_TO_PASS == [
+        "tests/test_calc.py::test_mul"
+    ]
