@@ -10,6 +10,7 @@ image); this module reads it, checks it, and says what a grading leaves out. The
      "left_out": [{"test", "reason", "line"}],       # PASS_TO_PASS tests out of the verdict, each with why
      "gold_failing": [{"test", "why"}],              # PASS_TO_PASS tests gold fails with no nameable reason: kept
      "ungradeable": str | None,                      # why FAIL_TO_PASS cannot pass here (never resolved)
+     "violations": [str], "confirm": str,            # (optional) why gold is unresolved besides failing tests
      "key": str, "image_id": str, "rules": str}      # what it was computed on (swe_rl.grading.validate)
 """
 
@@ -210,4 +211,5 @@ def graded_summary(task: Task) -> str | None:
         text += "; gold fails here with no nameable reason (kept, gold unresolved): " + ", ".join(
             g["test"] for g in record["gold_failing"]
         )
-    return text
+    why = record.get("confirm") or "; ".join(record.get("violations") or [])
+    return text + (f"; gold unresolved: {why}" if why else "")
