@@ -45,9 +45,12 @@ app.command("train-openrlhf")(train_openrlhf_command)
 app.command("openrlhf-data")(openrlhf_data_command)
 
 # SWE tasks and their images (swe_rl/images/cli.py), grading (swe_rl/grading/cli.py)
-from swe_rl.grading.cli import grade_command  # noqa: E402
+from swe_rl.grading.cli import grade_command, validate_command  # noqa: E402
 from swe_rl.images.cli import images_app, tasks_app  # noqa: E402
 
+tasks_app.command("validate")(
+    validate_command
+)  # grading's: it grades each gold once (images never import grading)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(images_app, name="images")
 app.command("grade")(grade_command)

@@ -88,3 +88,28 @@ def _prepare(task_list: list, preds: dict, out: Path, source: str) -> int:
     graded = {t.instance_id for t in task_list if (out / t.instance_id / "report.json").is_file()}
     prepare_images([t for t in task_list if t.instance_id in preds and t.instance_id not in graded], source)
     return len(graded & set(preds))
+
+
+def validate_command(
+    tasks: str = typer.Option("micro", "--tasks", help=TASKS_HELP),
+    split: str = typer.Option("test"),
+    ids: list[str] = typer.Option(None, "--id", help="only these instance ids (repeatable)"),
+    out: Path = typer.Option(None, "-o", "--out", help="write the validated task rows here (JSONL)"),
+    workers: int = typer.Option(2, help="gold gradings in parallel"),
+) -> None:
+    """Validate each task on its image (swe_rl.grading.validate: the gold patch graded as any patch, once per image,
+    cached): one line per task saying what its verdicts will measure; `-o` writes the rows with the record in
+    metadata.validation. Tasks whose image is missing are named and left unvalidated."""
+    from swe_rl.grading.grader import docker_factory, validation_shown
+    from swe_rl.grading.validate import validate_tasks_sync
+
+    task_list = load_or_exit(tasks, split, ids)
+    checked = validate_tasks_sync(task_list, docker_factory(run_id="validate"), workers=workers)
+    for t in checked:
+        shown = validation_shown(t)
+        line = shown["summary"] if shown else "not validated (image missing, no gold patch, or infra failure)"
+        typer.echo(f"{t.instance_id}\t{shown['status'] if shown else 'none'}\t{line}")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(t.model_dump_json() + "\n" for t in checked))
+        typer.echo(f"task rows: {out}")

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -167,6 +170,20 @@ async def test_grade_predictions_says_what_each_verdict_measured(tmp_path, monke
     assert summary["validation"][F2P_NET.instance_id].startswith("ungradeable here: ")
     report = json.loads((out / NET.instance_id / "report.json").read_text())[NET.instance_id]
     assert report["validation"]["left_out"][0]["test"] == "tests/test_calc.py::test_fetch"
+
+    # `swe-rl tasks validate -o`: the rows with their records (from the cache now), read back by the loader
+    from swe_rl.tasks.loaders import load_tasks
+
+    rows, validated = tmp_path / "rows.jsonl", tmp_path / "validated.jsonl"
+    rows.write_text("".join(t.model_dump_json() + "\n" for t in (NET, F2P_NET)))
+    swe_rl = str(Path(sys.executable).with_name("swe-rl"))
+    cmd = [swe_rl, "tasks", "validate", "--tasks", str(rows), "-o", str(validated)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)  # the cache env var is inherited
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"{NET.instance_id}\tleft_out\tgraded on 1 of 2 PASS_TO_PASS; left out: " in res.stdout
+    assert f"{F2P_NET.instance_id}\tungradeable\tungradeable here: " in res.stdout
+    back = {t.instance_id: t for t in load_tasks(str(validated))}
+    assert graded_summary(back[NET.instance_id]) == summary["validation"][NET.instance_id]
 
 
 LOG = textwrap.dedent("""
