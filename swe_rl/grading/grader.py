@@ -17,6 +17,10 @@ every fact read from it), then runs its steps in a fresh sandbox (`_grade_in_san
    observer and only FAIL_TO_PASS selected; labels only, never the verdict;
 8. cost: each phase's wall clock goes to `tests["cost"]` (swe_rl.grading.cost).
 
+The row's instance validation (swe_rl.grading.validate, `metadata["validation"]`) is read first: the PASS_TO_PASS
+tests it left out for a named environmental reason are out of the verdict for every patch (`tests["validation"]`
+says which); an ungradeable instance is not graded (reward None, failure "ungradeable").
+
 Infrastructure failures (image missing, sandbox failed to start or died, a grading command that ended without an
 exit status, test timeout, environment-tier log signatures) give reward None with a `failure` label, after one more
 try in a fresh sandbox for the transient ones; a patch that does not apply is the policy's fault: reward 0.
@@ -227,12 +231,10 @@ async def grade(
     cost, pre = Cost(), None  # what each phase cost (swe_rl.grading.cost); the fail-fast pre-run's outcome
     if patch is None:  # swebench: patch_is_None -> not resolved, nothing run
         return with_cost(RewardResult(0.0, False, {"patch_is_None": True, "resolved": False}, "", None), cost)
-    shown = validation_shown(
-        task
-    )  # the row's validation (swe_rl.grading.validate): made from gold, read only
-    if (
-        shown is not None and shown["status"] == "ungradeable"
-    ):  # FAIL_TO_PASS cannot pass here: never resolved
+    # the row's validation (swe_rl.grading.validate): made from the gold patch before any grading, only read here;
+    # an ungradeable instance (FAIL_TO_PASS cannot pass here) is never resolved: reward None, masked in training
+    shown = validation_shown(task)
+    if shown is not None and shown["status"] == "ungradeable":
         tests = {"resolved": False, "validation": shown}
         return with_cost(RewardResult(None, False, tests, shown["summary"], "ungradeable"), cost)
     task = graded_task(task)  # PASS_TO_PASS without the tests its validation left out, for every patch

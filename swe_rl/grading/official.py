@@ -36,11 +36,11 @@ def run_official(
     its report is {"resolved": False, "ungradeable": why} (never resolved on the tests that remain)."""
     work = Path(workdir).resolve()  # the subprocess runs in `work`: relative paths would point inside it
     work.mkdir(parents=True, exist_ok=True)
-    out = {t.instance_id: (validation_of(t) or {}).get("ungradeable") for t in tasks}
-    tasks = [graded_task(t) for t in tasks if not out[t.instance_id]]
-    patches = {i: p for i, p in patches.items() if not out.get(i)}
+    why = {t.instance_id: (validation_of(t) or {}).get("ungradeable") for t in tasks}
+    tasks = [graded_task(t) for t in tasks if not why[t.instance_id]]
+    patches = {i: p for i, p in patches.items() if not why.get(i)}
     if not patches:  # every instance ungradeable: nothing for the harness to run
-        return {"resolved_ids": [], "ungradeable_ids": sorted(out_ids(out))}, _ungradeable(out)
+        return {"resolved_ids": [], "ungradeable_ids": sorted(_ungradeable(why))}, _ungradeable(why)
     dataset = work / "dataset.jsonl"
     dataset.write_text("".join(json.dumps(instance_dict(t)) + "\n" for t in tasks))
     preds = work / "predictions.jsonl"
@@ -57,19 +57,16 @@ def run_official(
         # a report (swebench's exclude_completed) and makes the run report again.
     if proc.returncode != 0 or not summary_path.is_file():
         raise RuntimeError(f"official run_evaluation failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    reports = _ungradeable(out)
+    reports = _ungradeable(why)
     for iid in patches:
         path = work / "logs" / "run_evaluation" / run_id / model / iid / "report.json"
         reports[iid] = json.loads(path.read_text())[iid] if path.is_file() else {}
     return json.loads(summary_path.read_text()), reports
 
 
-def out_ids(out: dict[str, str | None]) -> list[str]:
-    return [i for i, why in out.items() if why]
-
-
-def _ungradeable(out: dict[str, str | None]) -> dict[str, dict[str, Any]]:
-    return {i: {"resolved": False, "ungradeable": why} for i, why in out.items() if why}
+def _ungradeable(why: dict[str, str | None]) -> dict[str, dict[str, Any]]:
+    """The reports of the ungradeable instances (never sent to the harness)."""
+    return {i: {"resolved": False, "ungradeable": w} for i, w in why.items() if w}
 
 
 def _listing_race(stderr: str) -> bool:

@@ -290,3 +290,15 @@ def test_the_record_travels_in_openrlhf_labels():
     assert validation_of(back) == record and graded_task(back).PASS_TO_PASS == [
         "tests/test_calc.py::test_mul"
     ]
+
+
+def test_the_official_harness_never_gets_an_ungradeable_instance(tmp_path):
+    """run_official leaves it out (its report says why, never resolved) and sends the rest as ours grades them."""
+    from swe_rl.grading import run_official
+
+    record = {"status": "ungradeable", "ungradeable": "FAIL_TO_PASS fails with the gold patch here: x"}
+    task = _task("off", ["test_remote_add"], ["test_mul"])
+    task = task.model_copy(update={"metadata": {**task.metadata, "validation": record}})
+    summary, reports = run_official([task], {task.instance_id: task.patch}, tmp_path)
+    assert reports == {task.instance_id: {"resolved": False, "ungradeable": record["ungradeable"]}}
+    assert summary["ungradeable_ids"] == [task.instance_id] and not (tmp_path / "dataset.jsonl").exists()
