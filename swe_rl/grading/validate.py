@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -96,11 +97,18 @@ def _cached(key: str) -> dict[str, Any] | None:
 
 
 def _store(key: str, record: dict[str, Any]) -> None:
+    """Atomically (concurrent validations of one key write the same record); a cache that cannot be written only
+    costs a validation on the next use, said on stderr."""
     d = cache_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / f".{key}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(record, indent=2))
-    os.replace(tmp, d / f"{key}.json")
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(record, indent=2))
+        os.replace(tmp, d / f"{key}.json")
+    except OSError as e:
+        print(
+            f"validation cache {d}: not written ({e}); set {CACHE_ENV} to a writable folder", file=sys.stderr
+        )
 
 
 def validatable(task: Task) -> bool:

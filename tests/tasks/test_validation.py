@@ -302,3 +302,13 @@ def test_the_official_harness_never_gets_an_ungradeable_instance(tmp_path):
     summary, reports = run_official([task], {task.instance_id: task.patch}, tmp_path)
     assert reports == {task.instance_id: {"resolved": False, "ungradeable": record["ungradeable"]}}
     assert summary["ungradeable_ids"] == [task.instance_id] and not (tmp_path / "dataset.jsonl").exists()
+
+
+def test_a_cache_that_cannot_be_written_costs_a_validation_not_a_grading(tmp_path, monkeypatch, capsys):
+    from swe_rl.grading import validate
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(CACHE_ENV, str(blocker / "cache"))
+    validate._store("k", {"status": "ok"})
+    assert "not written" in capsys.readouterr().err and validate._cached("k") is None
