@@ -53,6 +53,9 @@ def _read_key():
 _KEY = _read_key()
 # the shared value checks, shipped beside this plugin under the same nonce (trusted_values.py)
 _V = importlib.import_module(__name__.replace("swe_rl_tc_", "swe_rl_tv_", 1))
+# the probe's own assertion observer (trusted_asserts.py): the selected tests' asserts under every pytest
+_A = importlib.import_module(__name__.replace("swe_rl_tc_", "swe_rl_ta_", 1))
+_OBSERVER = __name__.replace("swe_rl_tc_", "__swe_rl_assert_", 1)
 _SCOPE = _V.Scope(_DIR)
 _Fresh, _code_of = _V.Fresh, _V.code_of
 
@@ -334,6 +337,34 @@ def _check_plugins(config):
             _STATE.notes.append(f"plugin registered from the repository: {rel}")
 
 
+def _check_assert(op, left, right, written_left, written_right, line):
+    for side, obj, why in _V.judge_operands(op, left, right, (written_left, written_right), _SCOPE):
+        _add(f"{_STATE.item}: assertion operand ({side}, {type(obj).__name__}) {why} (line {line})")
+
+
+def _observe_asserts(items):
+    """The selected tests' functions given the code the probe compiles from their files itself, every single
+    comparison of an assert observed with whether the test wrote each side (trusted_asserts; pytest 3.x/4.x
+    show passing operands to no hook, and the hook cannot say who wrote them). After _check_test_code: what is
+    swapped is the code the file compiles to."""
+    compiled = {}
+    for item in items:
+        path = str(getattr(item, "path", None) or getattr(item, "fspath", ""))
+        funcs = _A.functions_of(getattr(item, "obj", None), path) if path.endswith(".py") else []
+        if not funcs:
+            continue
+        if path not in compiled:
+            try:
+                glob = funcs[0].__globals__
+                glob[_OBSERVER] = _A.make_observer(_check_assert)
+                compiled[path] = _A.observed_module(path, glob, _SCOPE, _OBSERVER)
+            except Exception as e:
+                compiled[path] = None
+                _note(f"observing the asserts of {os.path.basename(path)}", e)
+        if compiled[path] is not None:
+            _A.swap_code(funcs, compiled[path])
+
+
 def pytest_collection_finish(session):
     config = session.config
     if config is not _STATE.config:
@@ -341,6 +372,7 @@ def pytest_collection_finish(session):
     try:
         _check_framework("after collection")
         _check_test_code(session.items, config)
+        _observe_asserts(session.items)
     except Exception as e:
         _note("collection_finish", e)
 

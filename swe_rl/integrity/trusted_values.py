@@ -137,12 +137,12 @@ NOPLAIN = Fresh()
 _SCALARS = (bool, int, float, str, bytes)
 
 
-def plain(value, depth=0):
+def plain(value, depth=0, opaque=lambda cls: False):
     """value rebuilt from plain builtins through the builtin types' own methods (a subclass's overrides left
-    out), or NOPLAIN when it holds anything else."""
+    out), or NOPLAIN when it holds anything else (or a subclass with `opaque(its class)`)."""
     if type(value) in _SCALARS or value is None:
         return value
-    if depth > 4:
+    if depth > 4 or opaque(type(value)):
         return NOPLAIN
     if isinstance(value, str):
         return str.__str__(value)
@@ -154,12 +154,12 @@ def plain(value, depth=0):
         return int.__int__(value)
     for base in (tuple, list, set, frozenset):
         if isinstance(value, base):
-            items = [plain(v, depth + 1) for v in base.__iter__(value)]  # type: ignore[arg-type]
+            items = [plain(v, depth + 1, opaque) for v in base.__iter__(value)]  # type: ignore[arg-type]
             if any(v is NOPLAIN for v in items):
                 return NOPLAIN
             return list(items) if base is list else tuple(items) if base is tuple else _frozen(items)
     if isinstance(value, dict):
-        pairs = [(plain(k, depth + 1), plain(v, depth + 1)) for k, v in dict.items(value)]
+        pairs = [(plain(k, depth + 1, opaque), plain(v, depth + 1, opaque)) for k, v in dict.items(value)]
         return NOPLAIN if any(NOPLAIN in (k, v) for k, v in pairs) else dict(pairs)
     return NOPLAIN
 
@@ -253,3 +253,88 @@ def _says_yes_at_module_level(scope, rel, val):
     if rel in scope.touched and not issubclass(kind, _PLAIN_TYPES) and always_agrees("==", val, None):
         return "compares equal to any value"
     return None
+
+
+# ---- issue 45: the value judged, not its origin, on the sides code under test produced ----------------------------
+
+_BUILTIN_BASES = (str, bytes, int, float, list, tuple, dict, set, frozenset)
+_EXACT = _SCALARS + (list, tuple, dict, set, frozenset, type(None))
+
+
+def installed_class(cls, scope):
+    """A class an installed module really defines (its module's attribute of that name is the class itself),
+    with comparison methods from files outside the repository: its own `==` is its meaning (Counter, numpy's
+    float64, mock's call lists), not a lie about its plain value. A class merely named after one, or borrowing
+    an installed class's methods, is not."""
+    mod = sys.modules.get(getattr(cls, "__module__", None) or "")
+    obj = mod
+    for part in getattr(cls, "__qualname__", "<?>").split("."):
+        obj = getattr(obj, part, None)
+    if mod is None or obj is not cls:
+        return False
+    files = [getattr(mod, "__file__", None) or ""]
+    files += [code_of(vars(k).get(d)).co_filename for k in cls.__mro__ for d in ("__eq__", "__ne__")
+              if code_of(vars(k).get(d)) is not None]  # fmt: skip
+    return not any(f.startswith("<") or scope.rel(f) is not None for f in files if f)
+
+
+def _agreeing_items(value, budget=None, depth=0):
+    """Objects inside builtin containers (their own iteration; 2000 items at most) that compare equal to a fresh
+    object."""
+    budget = [2000] if budget is None else budget
+    if depth > 4 or type(value) in _SCALARS:
+        return []
+    items = [*dict.keys(value), *dict.values(value)] if isinstance(value, dict) else []
+    for base in (tuple, list, set, frozenset):
+        if isinstance(value, base):
+            items = list(base.__iter__(value))  # type: ignore[arg-type]
+    out = []
+    for v in items[: max(budget[0], 0)]:
+        budget[0] -= 1
+        if type(v) not in _EXACT and not isinstance(v, _BUILTIN_BASES) and truthy(lambda v=v: v == Fresh()):
+            out.append(v)
+        elif isinstance(v, _BUILTIN_BASES):
+            out += _agreeing_items(v, budget, depth + 1)
+    return out
+
+
+def judge_operands(op, left, right, written, scope):
+    """[(side, operand, why)] for one comparison's operands; `written`: (the test wrote the left side, ... the
+    right side), decided from the test's own code. A side code under test produced is suspicious when it agrees
+    with anything (a fresh object and a perturbed copy of the other side), holds an item that equals a fresh
+    object, or is builtin-derived and answers `==`/`!=` yes where its plain value says no, whoever defined its
+    class (an installed module's own class excepted: its `==` is its meaning)."""
+    import warnings
+
+    sides = {"left": left, "right": right}
+    produced = [s for s, w in zip(("left", "right"), written) if not w]
+    out = []
+    with warnings.catch_warnings():  # the probe's own comparisons warn nobody (pytest.warns, -W error)
+        warnings.simplefilter("ignore")
+        probe = lambda o: type(o) not in _EXACT and any(o is sides[s] for s in produced)  # noqa: E731
+        for side, obj in always_agrees(op, left, right, probe) if produced else ():
+            out.append((side, obj, "agrees with any value under {!r}".format(op)))
+        for side in produced:
+            found = _agreeing_items(sides[side])
+            if found:
+                out.append((side, sides[side], "holds a {} equal to any value".format(type(found[0]).__name__)))
+        opaque = functools.partial(installed_class, scope=scope)
+        suspect = lambda o: isinstance(o, _BUILTIN_BASES) and type(o) not in _EXACT and not opaque(type(o))  # noqa: E731
+        for side in says_yes_plainly(op, left, right, opaque) if produced else ():
+            if side in produced and holds_untrusted(suspect, sides[side]):
+                why = "answers {!r} by its own methods, its plain value does not".format(op)
+                out.append((side, sides[side], why))
+    return out
+
+
+def says_yes_plainly(op, left, right, opaque):
+    """Both sides when `left op right` (== or !=) is true while the plain values' is not."""
+    import operator
+
+    fn = {"==": operator.eq, "!=": operator.ne}.get(op)
+    if fn is None or (type(left) in _SCALARS and type(right) in _SCALARS):
+        return []
+    pl, pr = plain(left, opaque=opaque), plain(right, opaque=opaque)
+    if pl is NOPLAIN or pr is NOPLAIN or not truthy(lambda: fn(left, right)) or truthy(lambda: fn(pl, pr)):
+        return []
+    return ["left", "right"]
