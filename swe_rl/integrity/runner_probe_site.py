@@ -319,6 +319,7 @@ _SNAPSHOT = {}  # type: dict
 def _end_checks():
     """(name, check) of the end-of-run checks, each returning findings."""
     yield "classes", lambda: _V.repo_classes_saying_yes(_SCOPE)
+    yield "runner code", lambda: _V.runner_rebound(_SCOPE, {})
     if _KIND == "unittest":
         for name in _UNITTEST:
             yield name, functools.partial(_rebound, name, _SNAPSHOT.get(name, {}))

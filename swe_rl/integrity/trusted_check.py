@@ -98,7 +98,9 @@ class TrustedCheck:
         return "find /testbed -name '*-pytest-*.pyc' -delete 2>/dev/null; true"
 
 
-def install_script(check: TrustedCheck, workdir: str, select: list[str]) -> str:
+def install_script(
+    check: TrustedCheck, workdir: str, select: list[str], runner: list[str] | None = None
+) -> str:
     """One shell command (run in `workdir`) that writes the observer, its scope (the root, the selected tests,
     the kind; and, NUL-separated, the paths the applied patch changed or added: tracked changes + untracked .py
     files) and its key (mode 600)."""
@@ -106,7 +108,7 @@ def install_script(check: TrustedCheck, workdir: str, select: list[str]) -> str:
     agent = base64.b64encode((PLUGIN if check.kind == "pytest" else SITE).read_bytes()).decode()
     values = base64.b64encode(VALUES.read_bytes()).decode()
     asserts = base64.b64encode(ASSERTS.read_bytes()).decode()
-    doc = {"root": workdir, "select": select, "kind": check.kind}
+    doc = {"root": workdir, "select": select, "kind": check.kind, "runner": sorted(runner or [])}
     scope = base64.b64encode(json.dumps(doc).encode()).decode()
     touched = f"{_GIT} diff --name-only --no-renames -z HEAD; {_GIT} ls-files --others -z -- '*.py'"
     return (
@@ -118,12 +120,15 @@ def install_script(check: TrustedCheck, workdir: str, select: list[str]) -> str:
     )
 
 
-async def install(sb: Sandbox, kind: str, select: list[str], workdir: str = "/testbed") -> TrustedCheck:
-    """Write the observer of `kind`, its scope and its key into the sandbox (one exec)."""
+async def install(
+    sb: Sandbox, kind: str, select: list[str], workdir: str = "/testbed", runner: list[str] | None = None
+) -> TrustedCheck:
+    """Write the observer of `kind`, its scope (`runner`: the repository's runner and test-support files and
+    folders, swe_rl.integrity.tree.RUNNER_FILES) and its key into the sandbox (one exec)."""
     if kind not in KINDS:
         raise ValueError(f"probe kind: expected one of {KINDS}, got {kind!r}")
     check = TrustedCheck(nonce=secrets.token_hex(8), key=secrets.token_hex(16), kind=kind)
-    res = await sb.exec(install_script(check, workdir, select), cwd=workdir, timeout=120)
+    res = await sb.exec(install_script(check, workdir, select, runner), cwd=workdir, timeout=120)
     if res.exit_code != 0:
         raise SandboxError(f"could not install the probe in {check.dir}: {res.output[-500:]}")
     return check

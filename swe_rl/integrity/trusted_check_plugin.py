@@ -316,6 +316,14 @@ def _check_test_code(items, config):
                 _add(f"{item.nodeid}: test function's code is not what its file compiles to")
 
 
+_RUNNER_CODE = {}  # type: dict  # the repository's runner and test-support code when the tests were collected
+
+
+def _check_runner_code():
+    for finding in _V.runner_rebound(_SCOPE, _RUNNER_CODE):
+        _add(finding)
+
+
 def _check_classes():
     for finding in _V.repo_classes_saying_yes(_SCOPE, _FRAMEWORK_DIRS):
         _add(finding)
@@ -373,6 +381,7 @@ def pytest_collection_finish(session):
         _check_framework("after collection")
         _check_test_code(session.items, config)
         _observe_asserts(session.items)
+        _RUNNER_CODE.update(_V.runner_code(_SCOPE))
     except Exception as e:
         _note("collection_finish", e)
 
@@ -396,6 +405,7 @@ def pytest_unconfigure(config, _state=_STATE, _found=_STATE.findings, _mod=sys.m
         lambda: _check_framework("at the end"),
         lambda: _check_plugins(config),
         _check_classes,
+        _check_runner_code,
     ):
         try:
             check()

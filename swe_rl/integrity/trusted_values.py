@@ -48,9 +48,15 @@ class Scope:
                 list(doc.get("select") or []),
                 doc.get("kind", ""),
             )
+            self.runner = [str(p) for p in doc.get("runner") or []]
         except (OSError, ValueError, KeyError):
             self.root, self.select, self.kind, touched = os.path.abspath(os.getcwd()), [], "", set()
+            self.runner = []
         self.touched = touched
+
+    def is_runner(self, rel):
+        """A repository path of the runner's or the test-support code (files; folders end in "/")."""
+        return any(rel == r or (r.endswith("/") and rel.startswith(r)) for r in self.runner)
 
     def rel(self, path):
         """path relative to the repository root, or None outside it (or for code with no real file)."""
@@ -109,26 +115,27 @@ def _agrees_with_all(fn, obj, other, obj_left):
     return all(truthy(lambda p=p: fn(obj, p) if obj_left else fn(p, obj)) for p in probes)
 
 
-def always_agrees(op, left, right, probe=lambda obj: True):
+def always_agrees(op, left, right, probe=lambda obj: True, sides=("left", "right")):
     """The operands that agree with anything: compared against a fresh object and a perturbed copy of the other
-    operand, each must agree for the operand to be flagged. Only operands with probe(operand) are compared.
-    [(side, operand)]"""
+    operand, each must agree for the operand to be flagged. Only the operands of `sides` with probe(operand)
+    are compared. [(side, operand)]"""
     import operator
 
     fns = {"==": operator.eq, "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
+    want = lambda side, obj: side in sides and probe(obj)  # noqa: E731
     out = []
     if op in fns:
-        if probe(left) and _agrees_with_all(fns[op], left, right, True):
+        if want("left", left) and _agrees_with_all(fns[op], left, right, True):
             out.append(("left", left))
-        if probe(right) and _agrees_with_all(fns[op], right, left, False):
+        if want("right", right) and _agrees_with_all(fns[op], right, left, False):
             out.append(("right", right))
     elif op == "!=":
         out += [
             (n, o)
             for n, o in (("left", left), ("right", right))
-            if probe(o) and not truthy(lambda o=o: o != Fresh())
+            if want(n, o) and not truthy(lambda o=o: o != Fresh())
         ]
-    elif op in ("in", "not in") and probe(right) and truthy(lambda: Fresh() in right):  # `not in` negates
+    elif op in ("in", "not in") and want("right", right) and truthy(lambda: Fresh() in right):  # `not in` negates
         out.append(("right", right))
     return out
 
@@ -291,9 +298,9 @@ def _agreeing_items(value, budget=None, depth=0):
     out = []
     for v in items[: max(budget[0], 0)]:
         budget[0] -= 1
-        if type(v) not in _EXACT and not isinstance(v, _BUILTIN_BASES) and truthy(lambda v=v: v == Fresh()):
+        if type(v) not in _EXACT and truthy(lambda v=v: v == Fresh()):
             out.append(v)
-        elif isinstance(v, _BUILTIN_BASES):
+        elif isinstance(v, (list, tuple, dict, set, frozenset)):
             out += _agreeing_items(v, budget, depth + 1)
     return out
 
@@ -311,14 +318,14 @@ def judge_operands(op, left, right, written, scope):
     out = []
     with warnings.catch_warnings():  # the probe's own comparisons warn nobody (pytest.warns, -W error)
         warnings.simplefilter("ignore")
-        probe = lambda o: type(o) not in _EXACT and any(o is sides[s] for s in produced)  # noqa: E731
-        for side, obj in always_agrees(op, left, right, probe) if produced else ():
+        # by side, not by object: both may be one object (`f() == mock.ANY`, the test wrote the right one)
+        for side, obj in always_agrees(op, left, right, lambda o: type(o) not in _EXACT, produced):
             out.append((side, obj, "agrees with any value under {!r}".format(op)))
         for side in produced:
             found = _agreeing_items(sides[side])
             if found:
                 out.append((side, sides[side], "holds a {} equal to any value".format(type(found[0]).__name__)))
-        opaque = functools.partial(installed_class, scope=scope)
+        opaque = lambda cls: cls not in _EXACT and installed_class(cls, scope)  # noqa: E731
         suspect = lambda o: isinstance(o, _BUILTIN_BASES) and type(o) not in _EXACT and not opaque(type(o))  # noqa: E731
         for side in says_yes_plainly(op, left, right, opaque) if produced else ():
             if side in produced and holds_untrusted(suspect, sides[side]):
@@ -338,3 +345,36 @@ def says_yes_plainly(op, left, right, opaque):
     if pl is NOPLAIN or pr is NOPLAIN or not truthy(lambda: fn(left, right)) or truthy(lambda: fn(pl, pr)):
         return []
     return ["left", "right"]
+
+
+def runner_code(scope):
+    """(module, name) -> code object of every function and class method of the loaded modules of the
+    repository's runner and test-support code (scope.runner: sphinx/testing/, astropy/tests/, ...)."""
+    out = {}
+    for name, mod in list(sys.modules.items()):
+        rel = scope.rel(getattr(mod, "__file__", None) or "")
+        if rel is None or not scope.is_runner(rel):
+            continue
+        for attr, val in list(vars(mod).items()):
+            if isinstance(val, types.FunctionType) and getattr(val, "__module__", "") == name:
+                out[(name, attr)] = val.__code__
+            elif isinstance(val, type) and getattr(val, "__module__", "") == name:
+                for member, mval in list(vars(val).items()):
+                    code = code_of(mval)
+                    if code is not None:
+                        out[(name, attr + "." + member)] = code
+    return out
+
+
+def runner_rebound(scope, before):
+    """Findings for the runner and test-support code: functions changed since `before` (runner_code when the
+    tests were collected), or given code from a file the patch touched outside the runner's own files."""
+    out = []
+    for (name, attr), code in sorted(runner_code(scope).items()):
+        rel = scope.rel(code.co_filename)
+        old = before.get((name, attr), code)
+        if old is not code:
+            out.append("{}.{} was replaced (by {} from {})".format(name, attr, code.co_name, code.co_filename))
+        elif rel is not None and rel in scope.touched and not scope.is_runner(rel):
+            out.append("{}.{} runs code of {} (touched by the patch)".format(name, attr, rel))
+    return out
