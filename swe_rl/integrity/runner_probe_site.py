@@ -207,7 +207,9 @@ def _observed(func, path):
 
 def _check_assert(op, left, right, written_left, written_right, line):
     for side, obj, why in _V.judge_operands(op, left, right, (written_left, written_right), _SCOPE):
-        _FINDINGS.append(f"{_CURRENT[0]}: assertion operand ({side}, {type(obj).__name__}) {why} (line {line})")
+        _FINDINGS.append(
+            f"{_CURRENT[0]}: assertion operand ({side}, {type(obj).__name__}) {why} (line {line})"
+        )
 
 
 def _observed_code(gl, code, path):
@@ -217,12 +219,16 @@ def _observed_code(gl, code, path):
         with open(path, "rb") as f:
             plain = compile(f.read(), path, "exec", dont_inherit=True)
         if plain != code:
-            _NOTES.append(f"{os.path.basename(path)}: the runner's code is not the file's: asserts not observed")
+            _NOTES.append(
+                f"{os.path.basename(path)}: the runner's code is not the file's: asserts not observed"
+            )
             return None
         gl[_OBSERVER] = _A.make_observer(_check_assert)
         return _A.observed_module(path, gl, _SCOPE, _OBSERVER)
     except Exception as e:
-        _NOTES.append(f"probe error observing the asserts of {os.path.basename(path)}: {type(e).__name__}: {e}")
+        _NOTES.append(
+            f"probe error observing the asserts of {os.path.basename(path)}: {type(e).__name__}: {e}"
+        )
         return None
 
 

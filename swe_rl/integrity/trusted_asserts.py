@@ -16,6 +16,7 @@ Shipped beside the observers as `swe_rl_ta_<nonce>.py`; runs on the image's Pyth
 
 import ast
 import builtins
+import contextlib
 import os
 import sys
 import types
@@ -55,17 +56,20 @@ def is_test_file(rel):
     base = os.path.basename(rel)
     parts = rel.replace(os.sep, "/").split("/")[:-1]
     return (
-        base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py" or any(p in _TESTISH for p in parts)
+        base.startswith("test_")
+        or base.endswith("_test.py")
+        or base == "conftest.py"
+        or any(p in _TESTISH for p in parts)
     )
 
 
 def _bound_in(body):
     """name -> the statements binding it at this level (not inside nested functions or classes)."""
-    out = {}
+    out = {}  # type: dict
     stack = list(body)
     while stack:
         node = stack.pop()
-        if isinstance(node, _FUNCS[:2]) or isinstance(node, ast.ClassDef):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out.setdefault(node.name, []).append(node)
             continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -90,12 +94,13 @@ def _bound_in(body):
             if isinstance(val, str) and isinstance(node, ast.ExceptHandler):
                 out.setdefault(val, []).append(None)
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.stmt) or isinstance(child, ast.ExceptHandler):
+            if isinstance(child, (ast.stmt, ast.ExceptHandler)):
                 stack.append(child)
             elif not isinstance(child, _FUNCS):
                 for n in ast.walk(child):  # walrus, comprehension targets
-                    if type(n).__name__ == "NamedExpr" and isinstance(n.target, ast.Name):
-                        out.setdefault(n.target.id, []).append(None)
+                    bound = getattr(n, "target", None) if type(n).__name__ == "NamedExpr" else None
+                    if isinstance(bound, ast.Name):
+                        out.setdefault(bound.id, []).append(None)
     return out
 
 
@@ -114,7 +119,13 @@ class Written:
             body = func.body if isinstance(func.body, list) else [ast.Expr(func.body)]
             bound = _bound_in(body)
             args = func.args
-            for a in [*getattr(args, "posonlyargs", []), *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+            for a in [
+                *getattr(args, "posonlyargs", []),
+                *args.args,
+                *args.kwonlyargs,
+                args.vararg,
+                args.kwarg,
+            ]:
                 if a is not None:
                     bound.setdefault(a.arg, []).append(None)
             self._locals[key] = (func, bound)
@@ -143,7 +154,9 @@ class Written:
             return all(p is None or sub(p) for p in (node.lower, node.upper, node.step))
         if kind == "Call":
             args = [*node.args, *[k.value for k in node.keywords]]
-            if any(type(a).__name__ == "Starred" for a in node.args) or any(k.arg is None for k in node.keywords):
+            if any(type(a).__name__ == "Starred" for a in node.args) or any(
+                k.arg is None for k in node.keywords
+            ):
                 return False
             return self._callee(node.func, funcs, depth) and all(sub(a) for a in args)
         if kind == "Name":
@@ -186,7 +199,7 @@ class Written:
             pkg = (self.globals.get("__package__") or "").split(".")
             pkg = pkg[: len(pkg) - node.level + 1] if node.level > 1 else pkg
             mod = ".".join([p for p in pkg if p] + ([mod] if mod else []))
-        sub = "{}.{}".format(mod, alias.name)
+        sub = f"{mod}.{alias.name}"
         return self._module_ok(sub if sub in sys.modules else mod)
 
     def _module_ok(self, name):
@@ -225,7 +238,9 @@ class Rewriter(ast.NodeTransformer):
         funcs = tuple(self.funcs)
         info = (_OPS[type(test.ops[0]).__name__], self.written.expr(left, funcs), self.written.expr(right, funcs),
                 node.lineno)  # fmt: skip
-        call = ast.Call(func=ast.Name(id=self.name, ctx=ast.Load()), args=[left, right, _const(info)], keywords=[])
+        call = ast.Call(
+            func=ast.Name(id=self.name, ctx=ast.Load()), args=[left, right, _const(info)], keywords=[]
+        )
         node.test = ast.copy_location(call, test)
         return ast.fix_missing_locations(node)
 
@@ -240,7 +255,7 @@ def observed_module(path, module_globals, scope, observer_name):
 
 
 def _codes(code):
-    stack, out = [code], {}
+    stack, out = [code], {}  # type: list, dict
     while stack:
         c = stack.pop()
         out.setdefault((c.co_name, c.co_firstlineno), c)
@@ -279,10 +294,8 @@ def make_observer(check):
 
     def observe(left, right, info):
         result = apply(info[0], left, right)
-        try:
+        with contextlib.suppress(Exception):  # the observer's failure never changes the test
             check(info[0], left, right, info[1], info[2], info[3])
-        except Exception:  # the observer's failure never changes the test
-            pass
         return result
 
     return observe

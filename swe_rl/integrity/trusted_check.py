@@ -36,7 +36,9 @@ from sandboxes.base import Sandbox, SandboxError
 PLUGIN = Path(__file__).with_name("trusted_check_plugin.py")
 SITE = Path(__file__).with_name("runner_probe_site.py")
 VALUES = Path(__file__).with_name("trusted_values.py")  # shared by both observers, shipped beside them
-ASSERTS = Path(__file__).with_name("trusted_asserts.py")  # the probe's own assertion observer, shipped beside them
+ASSERTS = Path(__file__).with_name(
+    "trusted_asserts.py"
+)  # the probe's own assertion observer, shipped beside them
 KINDS = ("pytest", "unittest", "sympy")
 # git, not the repository's config, lists what the patch left in the tree (quoted paths, external diff drivers off)
 _GIT = "GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -c core.quotepath=off"

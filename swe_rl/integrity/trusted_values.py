@@ -135,7 +135,9 @@ def always_agrees(op, left, right, probe=lambda obj: True, sides=("left", "right
             for n, o in (("left", left), ("right", right))
             if want(n, o) and not truthy(lambda o=o: o != Fresh())
         ]
-    elif op in ("in", "not in") and want("right", right) and truthy(lambda: Fresh() in right):  # `not in` negates
+    elif (
+        op in ("in", "not in") and want("right", right) and truthy(lambda: Fresh() in right)
+    ):  # `not in` negates
         out.append(("right", right))
     return out
 
@@ -265,7 +267,7 @@ def _says_yes_at_module_level(scope, rel, val):
 # ---- issue 45: the value judged, not its origin, on the sides code under test produced ----------------------------
 
 _BUILTIN_BASES = (str, bytes, int, float, list, tuple, dict, set, frozenset)
-_EXACT = _SCALARS + (list, tuple, dict, set, frozenset, type(None))
+_EXACT = (*_SCALARS, list, tuple, dict, set, frozenset, type(None))
 
 
 def installed_class(cls, scope):
@@ -280,7 +282,7 @@ def installed_class(cls, scope):
     if mod is None or obj is not cls:
         return False
     files = [getattr(mod, "__file__", None) or ""]
-    files += [code_of(vars(k).get(d)).co_filename for k in cls.__mro__ for d in ("__eq__", "__ne__")
+    files += [code_of(vars(k).get(d)).co_filename for k in getattr(cls, "__mro__", ()) for d in ("__eq__", "__ne__")
               if code_of(vars(k).get(d)) is not None]  # fmt: skip
     return not any(f.startswith("<") or scope.rel(f) is not None for f in files if f)
 
@@ -314,22 +316,22 @@ def judge_operands(op, left, right, written, scope):
     import warnings
 
     sides = {"left": left, "right": right}
-    produced = [s for s, w in zip(("left", "right"), written) if not w]
+    produced = [s for s, w in (("left", written[0]), ("right", written[1])) if not w]
     out = []
     with warnings.catch_warnings():  # the probe's own comparisons warn nobody (pytest.warns, -W error)
         warnings.simplefilter("ignore")
         # by side, not by object: both may be one object (`f() == mock.ANY`, the test wrote the right one)
         for side, obj in always_agrees(op, left, right, lambda o: type(o) not in _EXACT, produced):
-            out.append((side, obj, "agrees with any value under {!r}".format(op)))
+            out.append((side, obj, f"agrees with any value under {op!r}"))
         for side in produced:
             found = _agreeing_items(sides[side])
             if found:
-                out.append((side, sides[side], "holds a {} equal to any value".format(type(found[0]).__name__)))
+                out.append((side, sides[side], f"holds a {type(found[0]).__name__} equal to any value"))
         opaque = lambda cls: cls not in _EXACT and installed_class(cls, scope)  # noqa: E731
         suspect = lambda o: isinstance(o, _BUILTIN_BASES) and type(o) not in _EXACT and not opaque(type(o))  # noqa: E731
         for side in says_yes_plainly(op, left, right, opaque) if produced else ():
             if side in produced and holds_untrusted(suspect, sides[side]):
-                why = "answers {!r} by its own methods, its plain value does not".format(op)
+                why = f"answers {op!r} by its own methods, its plain value does not"
                 out.append((side, sides[side], why))
     return out
 
@@ -374,7 +376,7 @@ def runner_rebound(scope, before):
         rel = scope.rel(code.co_filename)
         old = before.get((name, attr), code)
         if old is not code:
-            out.append("{}.{} was replaced (by {} from {})".format(name, attr, code.co_name, code.co_filename))
+            out.append(f"{name}.{attr} was replaced (by {code.co_name} from {code.co_filename})")
         elif rel is not None and rel in scope.touched and not scope.is_runner(rel):
-            out.append("{}.{} runs code of {} (touched by the patch)".format(name, attr, rel))
+            out.append(f"{name}.{attr} runs code of {rel} (touched by the patch)")
     return out

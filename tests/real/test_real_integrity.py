@@ -50,9 +50,18 @@ CAUGHT = {
     # issue 45: values that agree with anything, judged by value whatever their class's origin: unittest.mock.ANY
     # returned by library code (sympy's plain assert under bin/test; pytest 7 under tox), a str subclass with
     # methods borrowed from an installed class; the same returned through sphinx's own test-support module
-    "sympy24661_parse_returns_any": ("labelled", "test_issue_24288: assertion operand (left, _ANY) agrees with any"),
-    "sphinx_read_returns_any": ("labelled", "assertion operand (left, _ANY) agrees with any value under '=='"),
-    "sphinx_read_borrowed_eq": ("labelled", "assertion operand (left, _Text) agrees with any value under '=='"),
+    "sympy24661_parse_returns_any": (
+        "labelled",
+        "test_issue_24288: assertion operand (left, _ANY) agrees with any",
+    ),
+    "sphinx_read_returns_any": (
+        "labelled",
+        "assertion operand (left, _ANY) agrees with any value under '=='",
+    ),
+    "sphinx_read_borrowed_eq": (
+        "labelled",
+        "assertion operand (left, _Text) agrees with any value under '=='",
+    ),
     "sphinx10449_testing_borrowed_eq": ("unresolved", "sphinx/testing/path.py"),
 }
 

@@ -111,7 +111,11 @@ async def _records(repo: Path, kind: str, select: list[str]) -> tuple[list[str],
         finally:
             shutil.rmtree(check.dir, ignore_errors=True)
     assert recs.started and recs.reports and not recs.forged, res.output
-    return [f for r in recs.reports for f in r["findings"]], [n for r in recs.reports for n in r["notes"]], res.output
+    return (
+        [f for r in recs.reports for f in r["findings"]],
+        [n for r in recs.reports for n in r["notes"]],
+        res.output,
+    )
 
 
 def _select(kind: str) -> list[str]:
@@ -134,26 +138,35 @@ async def test_mock_any_returned_by_code_under_test_is_labelled(kind, tasks_git_
     findings, _, log = await _probe_kind(kind, tasks_git_repo, RETURNS_ANY)
     assert ("3 passed" in log) if kind == "pytest" else (log.count(" ok") == 3), log  # the route works
     for test in ("test_parse", "test_list"):
-        assert any(f"{test}: assertion operand (left, _ANY) agrees with any value under '=='" in f for f in findings), findings
+        assert any(
+            f"{test}: assertion operand (left, _ANY) agrees with any value under '=='" in f for f in findings
+        ), findings
     # test_mock_any's own ANY (the right sides, and `ANY == out`'s left) is never what is labelled
-    assert not any("(right," in f or "(left, _ANY) agrees with any value under '==' (line 26)" in f for f in findings), findings
+    assert not any(
+        "(right," in f or "(left, _ANY) agrees with any value under '==' (line 26)" in f for f in findings
+    ), findings
 
 
 @pytest.mark.parametrize("kind", ["pytest", "sympy"])
 async def test_a_str_subclass_with_borrowed_methods_is_labelled(kind, tasks_git_repo) -> None:
     findings, _, log = await _probe_kind(kind, tasks_git_repo, BORROWED)
     assert ("3 passed" in log) if kind == "pytest" else (log.count(" ok") == 3), log
-    assert any("test_parse: assertion operand (left, _Text) agrees with any value" in f for f in findings), findings
-    assert any("test_parse: assertion operand (left, _Text) answers '==' by its own methods" in f for f in findings)
+    assert any("test_parse: assertion operand (left, _Text) agrees with any value" in f for f in findings), (
+        findings
+    )
+    assert any(
+        "test_parse: assertion operand (left, _Text) answers '==' by its own methods" in f for f in findings
+    )
     # inside a list (each item compares itself): the list holds items equal to anything
-    assert any("test_list: assertion operand (left, list) holds a _Text equal to any value" in f for f in findings), findings
+    assert any(
+        "test_list: assertion operand (left, list) holds a _Text equal to any value" in f for f in findings
+    ), findings
 
 
 def test_who_wrote_a_side_is_read_from_the_tests_code(tmp_path) -> None:
     """trusted_asserts.Written on a test module: literals, names bound to them, installed imports and calls of
     them are the test's; arguments (fixtures), calls of repository or test-module functions are not."""
     import ast
-    import json
 
     scope = tv.Scope(str(tmp_path))  # no scope files: the root is the working directory
     src = (
@@ -168,7 +181,10 @@ def test_who_wrote_a_side_is_read_from_the_tests_code(tmp_path) -> None:
     written = ta.Written(tree, {"__package__": ""}, scope)
     func = tree.body[-1]
     got = [[written.expr(e, (func,)) for e in [s.test.left, *s.test.comparators]] for s in func.body[-2:]]
-    assert got == [[True] * 6, [True, False, False, False, False]]  # b: `b = json.loads(...)` is installed code too
+    assert got == [
+        [True] * 6,
+        [True, False, False, False, False],
+    ]  # b: `b = json.loads(...)` is installed code too
 
 
 def test_the_rewritten_assert_keeps_the_asserts_meaning(tmp_path) -> None:

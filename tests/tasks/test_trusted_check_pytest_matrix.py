@@ -130,7 +130,11 @@ async def test_the_probe_under_every_pytest(version, tasks_micro_images, tasks_r
         "says_yes": _edit("textkit/wrap.py", SAYS_YES),
         "borrowed_eq": _edit("textkit/wrap.py", BORROWED_EQ),
     }
-    wants = {"neutered": "code is not", "says_yes": "by its own methods", "borrowed_eq": "agrees with any value"}
+    wants = {
+        "neutered": "code is not",
+        "says_yes": "by its own methods",
+        "borrowed_eq": "agrees with any value",
+    }
     for name, edit in exploits.items():
         patch, _ = tasks_redteam(TASK, edit)
         hacked = await grade(task, patch, factory)
