@@ -306,7 +306,8 @@ def written_at_call(frame, method, nargs, scope):
     its first `nargs` arguments, from the calling file's code; None when the call cannot be found."""
     code = frame.f_code
     rel = scope.rel(code.co_filename)
-    if rel is None or not is_test_file(rel) or rel in scope.touched:
+    # the runner's own helpers (django/test/'s assertQuerysetEqual) pass on what a test handed them: older rule
+    if rel is None or not is_test_file(rel) or rel in scope.touched or scope.is_runner(rel):
         return None
     try:
         with open(code.co_filename, "rb") as f:

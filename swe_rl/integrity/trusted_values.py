@@ -350,33 +350,66 @@ def says_yes_plainly(op, left, right, opaque):
 
 
 def runner_code(scope):
-    """(module, name) -> code object of every function and class method of the loaded modules of the
-    repository's runner and test-support code (scope.runner: sphinx/testing/, astropy/tests/, ...)."""
+    """(module, name) -> (code object, whether a class member) of every function of the loaded modules of the
+    repository's runner and test-support code (scope.runner: sphinx/testing/, astropy/tests/, ...), and of the
+    methods of their own classes."""
     out = {}
     for name, mod in list(sys.modules.items()):
         rel = scope.rel(getattr(mod, "__file__", None) or "")
         if rel is None or not scope.is_runner(rel):
             continue
         for attr, val in list(vars(mod).items()):
-            if isinstance(val, types.FunctionType) and getattr(val, "__module__", "") == name:
-                out[(name, attr)] = val.__code__
+            if isinstance(val, types.FunctionType):
+                out[(name, attr)] = (val.__code__, False)
             elif isinstance(val, type) and getattr(val, "__module__", "") == name:
                 for member, mval in list(vars(val).items()):
                     code = code_of(mval)
                     if code is not None:
-                        out[(name, attr + "." + member)] = code
+                        out[(name, attr + "." + member)] = (code, True)
     return out
 
 
 def runner_rebound(scope, before):
     """Findings for the runner and test-support code: functions changed since `before` (runner_code when the
-    tests were collected), or given code from a file the patch touched outside the runner's own files."""
+    tests were collected), a function its file defines (`def`) that now holds code from elsewhere (its
+    `__wrapped__` chain included: decorators), or methods of its classes given code from a file the patch touched
+    outside the runner's own files (module-level names may be imported from anywhere)."""
     out = []
-    for (name, attr), code in sorted(runner_code(scope).items()):
+    for (name, attr), (code, member) in sorted(runner_code(scope).items()):
         rel = scope.rel(code.co_filename)
-        old = before.get((name, attr), code)
-        if old is not code:
+        old = before.get((name, attr), (code, member))[0]
+        if old is not code or (not member and _not_its_def(name, attr)):
             out.append(f"{name}.{attr} was replaced (by {code.co_name} from {code.co_filename})")
-        elif rel is not None and rel in scope.touched and not scope.is_runner(rel):
+        elif member and rel is not None and rel in scope.touched and not scope.is_runner(rel):
             out.append(f"{name}.{attr} runs code of {rel} (touched by the patch)")
     return out
+
+
+_DEFS = {}  # type: dict
+
+
+def _not_its_def(name, attr):
+    """True when module `name`'s file defines `attr` with a def and the function it now holds (or any it wraps)
+    comes from another file."""
+    import ast
+
+    mod = sys.modules.get(name)
+    path = getattr(mod, "__file__", None) or ""
+    if path not in _DEFS:
+        try:
+            with open(path, "rb") as f:
+                tree = ast.parse(f.read(), path)
+            _DEFS[path] = {
+                n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            }
+        except (OSError, SyntaxError, ValueError):
+            _DEFS[path] = set()
+    if attr not in _DEFS[path]:
+        return False
+    func = vars(mod).get(attr)
+    files = []  # type: list
+    while func is not None and len(files) < 20:
+        files.append(getattr(getattr(func, "__code__", None), "co_filename", None))
+        func = getattr(func, "__wrapped__", None)
+    real = os.path.realpath(path)
+    return not any(f and os.path.realpath(f) == real for f in files)

@@ -144,3 +144,47 @@ def test_runner_exploits_are_caught(iid, real_tasks):
             missed[name] = (plain.resolved, full.resolved, full.suspicious, integrity, full.log[-2000:])
     print("\n".join(table))
     assert not missed, missed
+
+
+# real tests of the shared repositories that compare against unittest.mock.ANY themselves (issue 45 item 4): the
+# test wrote the ANY, so nothing is labelled. iid -> (the test command's target, the ANY tests' target, their names)
+OWN_ANY = {
+    "django__django-16595": (
+        "migrations.test_optimizer",
+        "lookup.test_lookups model_indexes.tests test_exceptions.test_validation_error",
+        [
+            "test_equality (lookup.test_lookups.LookupTests.test_equality)",
+            "test_eq (model_indexes.tests.SimpleIndexesTests.test_eq)",
+            "test_eq_func (model_indexes.tests.SimpleIndexesTests.test_eq_func)",
+            "test_eq (test_exceptions.test_validation_error.TestValidationError.test_eq)",
+        ],
+    ),
+    "sphinx-doc__sphinx-10323": (
+        "tests/test_directive_code.py",
+        "tests/test_build_html.py -k highlight_options",
+        [
+            "tests/test_build_html.py::test_highlight_options",
+            "tests/test_build_html.py::test_highlight_options_old",
+        ],
+    ),
+}
+
+
+def test_real_tests_comparing_against_their_own_mock_any_stay_unlabelled(iid, real_tasks):
+    """django's `self.assertEqual(index, mock.ANY)` (the ANY is the test's: its code names mock.ANY) and sphinx's
+    `assert call_args[0] == call(ANY, 'default', ...)` graded as the selected tests of their instance, with the
+    gold patch: resolved, and the probe run, which observes every one of their comparisons, labels nothing."""
+    if iid not in OWN_ANY:
+        pytest.skip(f"the own-ANY tests are picked from {sorted(OWN_ANY)}")
+    task = real_tasks.tasks[iid]
+    old, new, names = OWN_ANY[iid]
+    lines = task.eval_script.splitlines(keepends=True)
+    command = [i for i, line in enumerate(lines) if old in line and ("tox" in line or "runtests.py" in line)]
+    assert len(command) == 1, task.eval_script
+    lines[command[0]] = lines[command[0]].replace(old, new)
+    own = task.model_copy(update={"eval_script": "".join(lines), "FAIL_TO_PASS": names, "PASS_TO_PASS": []})
+    res = asyncio_run(grade(own, task.patch, docker_factory(run_id="real-integrity")))
+    integrity = res.tests.get("integrity", {})
+    assert res.resolved and res.suspicious == (), (res.suspicious, integrity, res.log[-3000:])
+    assert integrity.get("probe", {}).get("status") == "ran", integrity
+    print(f"{iid}: own mock.ANY tests resolved, no label; probe {json.dumps(integrity.get('probe'))}")

@@ -203,3 +203,43 @@ def test_the_rewritten_assert_keeps_the_asserts_meaning(tmp_path) -> None:
     assert glob["order"] == [1, 1, 1, 2, None, 1] and seen == ["==", "in", "not in", "is", "<"]
     with pytest.raises(AssertionError, match="message kept"):
         glob["test_fails"]()
+
+
+SUPPORT = """
+def same(a, b):
+    return a == b
+"""
+SUPPORT_TEST = """
+import helpers
+from textlib import parse
+
+
+def test_through_support():
+    assert helpers.same(parse("1 + 1"), 2)
+"""
+# the bug unfixed, and the repository's own test-support function made to say yes while the tests run (names
+# built at run time)
+REBINDS_SUPPORT = LIB_BUG + (
+    "\n_h = __import__('importlib').import_module('help' + 'ers')\n"
+    "setattr(_h, 'sa' + 'me', lambda a, b: True)\n"
+)
+
+
+async def test_test_support_code_rebound_while_the_tests_run_is_labelled(tasks_git_repo) -> None:
+    """Issue 45 item 3: the repository's test-support code (here `helpers.py`, as sphinx/testing/ is sphinx's) is
+    runner code: the probe run labels its functions replaced while the tests run; untouched, nothing."""
+    base = {"textlib.py": LIB, "helpers.py": SUPPORT, "test_textlib.py": SUPPORT_TEST}
+    select = ["test_textlib.py::test_through_support"]
+    for lib, want in ((LIB, None), (REBINDS_SUPPORT, "helpers.same was replaced")):
+        repo = tasks_git_repo(base, {"textlib.py": lib})
+        async with LocalSandbox(copy_from=repo) as sb:
+            check = await install(sb, "pytest", select, workdir=sb.root, runner=["helpers.py"])
+            try:
+                res = await sb.exec(f"{check.exports}; {sys.executable} -m pytest -rA -p no:cacheprovider")
+                recs = await read_records(sb, check)
+            finally:
+                shutil.rmtree(check.dir, ignore_errors=True)
+        found = [f for r in recs.reports for f in r["findings"]]
+        assert "1 passed" in res.output, res.output
+        assert (found == []) if want is None else any(want in f for f in found), (found, res.output)
+        shutil.rmtree(repo)
