@@ -104,6 +104,44 @@ def _bound_in(body):
     return out
 
 
+class _Param:
+    """An argument a `parametrize` decorator of the test gives its values (the values' expression)."""
+
+    def __init__(self, values):
+        self.values = values
+
+
+def _parametrized(func):
+    """argument name -> _Param for the arguments a `@pytest.mark.parametrize("a, b", [...])` of func names."""
+    out = {}  # type: dict
+    for deco in getattr(func, "decorator_list", []):
+        target = deco.func if isinstance(deco, ast.Call) else None
+        if not (isinstance(target, ast.Attribute) and target.attr == "parametrize" and len(deco.args) >= 2):
+            continue
+        names = deco.args[0]
+        if _text(names) is not None:
+            listed = [n.strip() for n in _text(names).split(",")]
+        elif isinstance(names, (ast.List, ast.Tuple)):
+            listed = [_text(e) for e in names.elts]
+        else:
+            continue
+        out.update((n, _Param(deco.args[1])) for n in listed if n)
+    return out
+
+
+def _text(node):
+    """A string constant's text (ast.Str before Python 3.8), else None."""
+    kind = type(node).__name__
+    value = (
+        getattr(node, "value", None)
+        if kind == "Constant"
+        else getattr(node, "s", None)
+        if kind == "Str"
+        else None
+    )
+    return value if isinstance(value, str) else None
+
+
 class Written:
     """Whether the test wrote an expression of its own code (see the module's docstring)."""
 
@@ -127,7 +165,7 @@ class Written:
                 args.kwarg,
             ]:
                 if a is not None:
-                    bound.setdefault(a.arg, []).append(None)
+                    bound.setdefault(a.arg, []).append(_parametrized(func).get(a.arg))
             self._locals[key] = (func, bound)
         return self._locals[key][1]
 
@@ -185,6 +223,8 @@ class Written:
     def _binding(self, b, funcs, depth):
         if b is None or isinstance(b, _FUNCS[:2]):
             return False
+        if isinstance(b, _Param):  # decorators run in the scope around the function
+            return self.expr(b.values, funcs[1:], depth + 1)
         if isinstance(b, ast.ClassDef):
             return True
         if isinstance(b, tuple):
