@@ -236,16 +236,16 @@ def _wrap_tests(gl, code=None):
     import inspect
 
     path = gl.get("__file__", "")
-    observed = None
+    observed = []  # the file's observed code, compiled once (None: it could not be)
     for name, func in list(gl.items()):
         if not (name.startswith("test_") and isinstance(func, types.FunctionType)):
             continue
         if inspect.isgeneratorfunction(func):  # the runner unpacks those itself
             continue
         if _selected([name]) and code is not None:
-            observed = observed or _observed_code(gl, code, path)
-            if observed is not None:
-                _A.swap_code(_A.functions_of(func, path) or [func], observed)
+            observed = observed or [_observed_code(gl, code, path)]
+            if observed[0] is not None:
+                _A.swap_code(_A.functions_of(func, path) or [func], observed[0])
         # not selected: still callable by other tests, but no longer a function the runner collects
         gl[name] = _observed(func, path) if _selected([name]) else functools.partial(func)
 
