@@ -52,6 +52,7 @@ _V = importlib.import_module("swe_rl_tv_" + _NONCE)
 _A = importlib.import_module("swe_rl_ta_" + _NONCE)
 _OBSERVER = "__swe_rl_assert_" + _NONCE
 _CURRENT = [""]  # the selected test running now
+_INSTALLED = []  # type: list  # (test file globals, name, observer) of the observed asserts
 _SCOPE = _V.Scope(_DIR)
 _ROOT, _SELECT, _KIND = _SCOPE.root, _SCOPE.select, _SCOPE.kind
 _NOTES = []  # type: list
@@ -224,6 +225,7 @@ def _observed_code(gl, code, path):
             )
             return None
         gl[_OBSERVER] = _A.make_observer(_check_assert)
+        _INSTALLED.append((gl, _OBSERVER, gl[_OBSERVER]))
         return _A.observed_module(path, gl, _SCOPE, _OBSERVER)
     except Exception as e:
         _NOTES.append(
@@ -236,7 +238,7 @@ def _wrap_tests(gl, code=None):
     import inspect
 
     path = gl.get("__file__", "")
-    observed = []  # the file's observed code, compiled once (None: it could not be)
+    observed = []  # type: list  # the file's observed code, compiled once (None: it could not be)
     for name, func in list(gl.items()):
         if not (name.startswith("test_") and isinstance(func, types.FunctionType)):
             continue
@@ -326,6 +328,13 @@ def _end_checks():
     """(name, check) of the end-of-run checks, each returning findings."""
     yield "classes", lambda: _V.repo_classes_saying_yes(_SCOPE)
     yield "runner code", lambda: _V.runner_rebound(_SCOPE, {})
+    yield (
+        "observer",
+        lambda: [
+            f"the assertion observer {n} was replaced in a test file"
+            for n in _A.observer_replaced(_INSTALLED)
+        ],
+    )
     if _KIND == "unittest":
         for name in _UNITTEST:
             yield name, functools.partial(_rebound, name, _SNAPSHOT.get(name, {}))

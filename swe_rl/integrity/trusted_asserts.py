@@ -328,6 +328,12 @@ def swap_code(funcs, module_code):
     return done
 
 
+def observer_replaced(installed):
+    """[(module globals, name, observer)] installed -> the names no longer holding their observer (code under
+    test that found the observer by name and put a quieter one in its place)."""
+    return sorted({name for glob, name, obs in installed if glob.get(name) is not obs})
+
+
 def make_observer(check):
     """The function the rewritten asserts call: evaluates the comparison, shows it to `check(op, left, right,
     written_left, written_right, line)` (whose errors are its own), and returns the comparison's result."""

@@ -317,11 +317,14 @@ def _check_test_code(items, config):
 
 
 _RUNNER_CODE = {}  # type: dict  # the repository's runner and test-support code when the tests were collected
+_INSTALLED = []  # type: list  # (test module globals, name, observer) of the observed asserts
 
 
 def _check_runner_code():
     for finding in _V.runner_rebound(_SCOPE, _RUNNER_CODE):
         _add(finding)
+    for name in _A.observer_replaced(_INSTALLED):
+        _add(f"the assertion observer {name} was replaced in a test module")
 
 
 def _check_classes():
@@ -365,6 +368,7 @@ def _observe_asserts(items):
             try:
                 glob = funcs[0].__globals__
                 glob[_OBSERVER] = _A.make_observer(_check_assert)
+                _INSTALLED.append((glob, _OBSERVER, glob[_OBSERVER]))
                 compiled[path] = _A.observed_module(path, glob, _SCOPE, _OBSERVER)
             except Exception as e:
                 compiled[path] = None

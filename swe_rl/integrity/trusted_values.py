@@ -321,8 +321,20 @@ def judge_operands(op, left, right, written, scope):
     with warnings.catch_warnings():  # the probe's own comparisons warn nobody (pytest.warns, -W error)
         warnings.simplefilter("ignore")
         # by side, not by object: both may be one object (`f() == mock.ANY`, the test wrote the right one)
-        for side, obj in always_agrees(op, left, right, lambda o: type(o) not in _EXACT, produced):
+        flagged = always_agrees(op, left, right, lambda o: type(o) not in _EXACT, produced)
+        for side, obj in flagged:
             out.append((side, obj, f"agrees with any value under {op!r}"))
+        for side in [s for s in produced if op == "==" and s not in dict(flagged)]:
+            obj, other = sides[side], sides["right" if side == "left" else "left"]
+            changed = perturbed(other) if type(other) in _EXACT else None
+            # a plain expected value and a changed copy of it: no honest object equals both
+            if (
+                type(obj) not in _EXACT
+                and changed is not None
+                and truthy(lambda o=obj, c=changed: o == c)
+                and truthy(lambda o=obj, x=other: o == x)
+            ):
+                out.append((side, obj, "equals the expected value and a changed copy of it"))
         for side in produced:
             found = _agreeing_items(sides[side])
             if found:
