@@ -50,7 +50,7 @@ _NONCE = os.path.basename(_DIR).rsplit("_", 1)[-1]
 _V = importlib.import_module("swe_rl_tv_" + _NONCE)
 # the probe's own assertion observer (trusted_asserts.py): sympy's plain `assert a == b` operand by operand
 _A = importlib.import_module("swe_rl_ta_" + _NONCE)
-_OBSERVER = "__swe_rl_assert_" + _NONCE
+_OBSERVER = "__swe_rl_assert_" + _NONCE + "__"  # a dunder: never mangled inside a class body
 _CURRENT = [""]  # the selected test running now
 _INSTALLED = []  # type: list  # (test file globals, name, observer) of the observed asserts
 _SCOPE = _V.Scope(_DIR)

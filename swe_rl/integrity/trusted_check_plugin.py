@@ -55,7 +55,8 @@ _KEY = _read_key()
 _V = importlib.import_module(__name__.replace("swe_rl_tc_", "swe_rl_tv_", 1))
 # the probe's own assertion observer (trusted_asserts.py): the selected tests' asserts under every pytest
 _A = importlib.import_module(__name__.replace("swe_rl_tc_", "swe_rl_ta_", 1))
-_OBSERVER = __name__.replace("swe_rl_tc_", "__swe_rl_assert_", 1)
+# a dunder name: inside a class body a name with two leading underscores only would be mangled
+_OBSERVER = __name__.replace("swe_rl_tc_", "__swe_rl_assert_", 1) + "__"
 _SCOPE = _V.Scope(_DIR)
 _Fresh, _code_of = _V.Fresh, _V.code_of
 
