@@ -3,8 +3,8 @@ real plugin; no Docker needed for what is under test here).
 
 It must not change what the code under test does (issue 22/25: a real pydicom gold patch had a passing test fail
 under our grader): probing an assertion operand calls its comparison, and a repository's own `__eq__` may change
-the object it is called on (pydicom converts a raw element when it is compared). The graded run carries no
-plugin at all, so such a side effect can change only the probe run, whose log and observer then agree (no label).
+the object it is called on (pydicom converts a raw element when it is compared). Such a side effect can change
+only the probe run, whose log and observer then agree (no label).
 Since issue 45 the selected tests' own asserts judge every operand code under test produced by its value (its
 comparisons are called, whatever class it has); asserts elsewhere still probe only operands whose class or
 comparison code the patch touched. The graded run carries no plugin at all
