@@ -85,7 +85,7 @@ async def run_probe(sb: Sandbox, task: Task, plan: GradingPlan, timeout: float) 
         )
 
     try:
-        check = await trusted_check.install(sb, kind, select)
+        check = await trusted_check.install(sb, kind, select, runner=sorted(plan.runner_files))
         script = with_exports(probe_script(plan.script), _exports(plan, check))
         before = "; ".join(x for x in (check.before, clean_test_files(plan.test_files)) if x)
         log, timed_out = await run_script(sb, script, timeout, before=before)

@@ -46,7 +46,13 @@ def _read_key():
 
 _KEY = _read_key()
 # the shared value checks, shipped beside this file under the same nonce (trusted_values.py)
-_V = importlib.import_module("swe_rl_tv_" + os.path.basename(_DIR).rsplit("_", 1)[-1])
+_NONCE = os.path.basename(_DIR).rsplit("_", 1)[-1]
+_V = importlib.import_module("swe_rl_tv_" + _NONCE)
+# the probe's own assertion observer (trusted_asserts.py): sympy's plain `assert a == b` operand by operand
+_A = importlib.import_module("swe_rl_ta_" + _NONCE)
+_OBSERVER = "__swe_rl_assert_" + _NONCE + "__"  # a dunder: never mangled inside a class body
+_CURRENT = [""]  # the selected test running now
+_INSTALLED = []  # type: list  # (test file globals, name, observer) of the observed asserts
 _SCOPE = _V.Scope(_DIR)
 _ROOT, _SELECT, _KIND = _SCOPE.root, _SCOPE.select, _SCOPE.kind
 _NOTES = []  # type: list
@@ -120,11 +126,16 @@ class _Recorder:
 
 
 def _probe_operands(test, first, second):
-    """assertEqual's operands that say yes: always-agreeing, or builtin-derived of a class the patch defines or
-    changes and equal only by their own methods (only such operands are probed: see trusted_values)."""
+    """assertEqual's operands that say yes. Where the call is found in the test's code, each argument the test
+    did not write is judged by its value (trusted_values.judge_operands); else by the older rule: always-agreeing,
+    or builtin-derived of a class the patch defines or changes and equal only by their own methods."""
     try:
-        found = [side for side, _ in _V.always_agrees("==", first, second, _SCOPE.untrusted)]
-        found += _V.says_yes("==", first, second, _SCOPE.untrusted)
+        written = _A.written_at_call(sys._getframe(2), "assertEqual", 2, _SCOPE)
+        if written is not None:
+            found = [side for side, _, _ in _V.judge_operands("==", first, second, written, _SCOPE)]
+        else:
+            found = [side for side, _ in _V.always_agrees("==", first, second, _SCOPE.untrusted)]
+            found += _V.says_yes("==", first, second, _SCOPE.untrusted)
         for side in dict.fromkeys(found):
             obj = first if side == "left" else second
             _FINDINGS.append(
@@ -181,6 +192,7 @@ def _sympy_outcome(exc):
 def _observed(func, path):
     @functools.wraps(func)
     def test(*args, **kwargs):
+        _CURRENT[0] = func.__name__
         try:
             out = func(*args, **kwargs)
         except BaseException as e:
@@ -194,15 +206,48 @@ def _observed(func, path):
     return test
 
 
-def _wrap_tests(gl):
+def _check_assert(op, left, right, written_left, written_right, line):
+    for side, obj, why in _V.judge_operands(op, left, right, (written_left, written_right), _SCOPE):
+        _FINDINGS.append(
+            f"{_CURRENT[0]}: assertion operand ({side}, {type(obj).__name__}) {why} (line {line})"
+        )
+
+
+def _observed_code(gl, code, path):
+    """The test file compiled with its asserts observed, when the runner's code is the file's plain compile
+    (bin/test's own; its --enhance-asserts rewrite is left alone), else None."""
+    try:
+        with open(path, "rb") as f:
+            plain = compile(f.read(), path, "exec", dont_inherit=True)
+        if plain != code:
+            _NOTES.append(
+                f"{os.path.basename(path)}: the runner's code is not the file's: asserts not observed"
+            )
+            return None
+        gl[_OBSERVER] = _A.make_observer(_check_assert)
+        _INSTALLED.append((gl, _OBSERVER, gl[_OBSERVER]))
+        return _A.observed_module(path, gl, _SCOPE, _OBSERVER)
+    except Exception as e:
+        _NOTES.append(
+            f"probe error observing the asserts of {os.path.basename(path)}: {type(e).__name__}: {e}"
+        )
+        return None
+
+
+def _wrap_tests(gl, code=None):
     import inspect
 
     path = gl.get("__file__", "")
+    observed = []  # type: list  # the file's observed code, compiled once (None: it could not be)
     for name, func in list(gl.items()):
         if not (name.startswith("test_") and isinstance(func, types.FunctionType)):
             continue
         if inspect.isgeneratorfunction(func):  # the runner unpacks those itself
             continue
+        if _selected([name]) and code is not None:
+            observed = observed or [_observed_code(gl, code, path)]
+            if observed[0] is not None:
+                _A.swap_code(_A.functions_of(func, path) or [func], observed[0])
         # not selected: still callable by other tests, but no longer a function the runner collects
         gl[name] = _observed(func, path) if _selected([name]) else functools.partial(func)
 
@@ -224,7 +269,7 @@ def _install_sympy():
             and os.path.basename(path).startswith("test_")
             and isinstance(args[0], types.CodeType)
         ):
-            _wrap_tests(gl)
+            _wrap_tests(gl, args[0])
         return out
 
     builtins.exec = exec
@@ -282,6 +327,14 @@ _SNAPSHOT = {}  # type: dict
 def _end_checks():
     """(name, check) of the end-of-run checks, each returning findings."""
     yield "classes", lambda: _V.repo_classes_saying_yes(_SCOPE)
+    yield "runner code", lambda: _V.runner_rebound(_SCOPE, {})
+    yield (
+        "observer",
+        lambda: [
+            f"the assertion observer {n} was replaced in a test file"
+            for n in _A.observer_replaced(_INSTALLED)
+        ],
+    )
     if _KIND == "unittest":
         for name in _UNITTEST:
             yield name, functools.partial(_rebound, name, _SNAPSHOT.get(name, {}))

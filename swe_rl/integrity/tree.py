@@ -140,21 +140,34 @@ def classify(
     return out
 
 
-# The repositories' own test runners and result reporting (django, sympy: no junit record to check them against): files a patch could change to make failing
-# tests report success. They are code of the repository, and some instances fix a bug in them, so a runner file
-# the gold patch changes stays as the patch left it (the probe run watches it); one the gold leaves alone is put
-# back at the base commit, like a conftest.py. Scripts the eval script's test command runs are runner files too.
+# The repositories' own test runners and result reporting (django, sympy: no junit record to check them against),
+# and the test-support code a repository ships for its own tests (sphinx/testing/, astropy/tests/, ...: the tests
+# read their results through it): files a patch could change to make failing tests report success. They are code
+# of the repository, and some instances fix a bug in them, so a runner file the gold patch changes stays as the
+# patch left it (the probe run watches it); one the gold leaves alone is put back at the base commit, like a
+# conftest.py. Scripts the eval script's test command runs are runner files too. A path ending in "/" is a folder.
 RUNNER_FILES: dict[str, tuple[str, ...]] = {
-    "django/django": (
-        "tests/runtests.py", "django/test/runner.py", "django/test/testcases.py", "django/test/utils.py",
-        "django/test/__init__.py", "django/test/signals.py", "django/core/management/commands/test.py",
-    ),
+    "django/django": ("tests/runtests.py", "django/test/", "django/core/management/commands/test.py"),
     "sympy/sympy": (
-        "bin/test", "sympy/testing/runtests.py", "sympy/testing/pytest.py", "sympy/testing/randtest.py",
-        "sympy/testing/__init__.py", "sympy/utilities/runtests.py", "sympy/utilities/pytest.py",
+        "bin/test", "sympy/testing/", "sympy/utilities/runtests.py", "sympy/utilities/pytest.py",
         "sympy/utilities/randtest.py",
     ),
+    "sphinx-doc/sphinx": ("sphinx/testing/",),
+    "astropy/astropy": ("astropy/tests/",),
+    "matplotlib/matplotlib": ("lib/matplotlib/testing/",),
+    "pydata/xarray": ("xarray/testing.py", "xarray/tests/__init__.py"),
+    "scikit-learn/scikit-learn": ("sklearn/utils/_testing.py", "sklearn/utils/testing.py"),
 }  # fmt: skip
+# pytest's own code inside a repository that is not pytest's (a vendored or shadowing copy): runner code
+PYTEST_RUNNER = ("_pytest/", "src/_pytest/", "pytest.py", "src/pytest.py")
+PYTEST_REPO = "pytest-dev/pytest"
+
+
+def is_runner_path(path: str, runners: Iterable[str]) -> bool:
+    """path is one of the runner files, or lies in one of the runner folders (entries ending in "/")."""
+    return any(path == r or (r.endswith("/") and path.startswith(r)) for r in runners)
+
+
 _SCRIPT_WORD = re.compile(r"^(?:\./)?([\w.-]+(?:/[\w.-]+)*)$")
 
 
@@ -172,7 +185,8 @@ def runner_files(repo: str, test_command: str) -> set[str]:
         m = _SCRIPT_WORD.match(words[0]) if words else None
         if m and ("/" in m.group(1) or m.group(1).endswith(".py")):  # a file, not a command found on PATH
             scripts.add(m.group(1))
-    return set(RUNNER_FILES.get(repo, ())) | scripts
+    own = set(RUNNER_FILES.get(repo, ())) | (set() if repo == PYTEST_REPO else set(PYTEST_RUNNER))
+    return own | scripts
 
 
 def runner_paths(
@@ -180,7 +194,7 @@ def runner_paths(
 ) -> list[str]:
     """The runner files the patch touched that the gold patch leaves alone (to be put back at base)."""
     runners, gold = set(runners), set(gold_paths)
-    return sorted(p for p in touched if p in runners and p not in gold)
+    return sorted(p for p in touched if is_runner_path(p, runners) and p not in gold)
 
 
 def test_files_to_remove(

@@ -12,7 +12,8 @@ Observers, by the runner of the eval script's test command:
   `sitecustomize` of a folder put first on PYTHONPATH: it records what unittest's TestCase.run reports to the
   runner's result object, or what each sympy test function did, before the runner's own reporting sees it.
 
-The observer's folder holds it, the value checks both share (trusted_values.py as `swe_rl_tv_<nonce>`), `key` (an HMAC key the observer reads and deletes when it is imported, before
+The observer's folder holds it, the value checks both share (trusted_values.py as `swe_rl_tv_<nonce>`), the
+probe's own assertion observer (trusted_asserts.py as `swe_rl_ta_<nonce>`), `key` (an HMAC key the observer reads and deletes when it is imported, before
 any code of the repository runs), `scope.json` (the repository root, the selected tests, the kind) and `touched`
 (the files the patch touched, from the tree). Every record is one line `{"payload": ..., "mac": ...}` in a
 `records-<pid>.jsonl` file of that folder; a line not signed with the key is counted as forged.
@@ -35,6 +36,9 @@ from sandboxes.base import Sandbox, SandboxError
 PLUGIN = Path(__file__).with_name("trusted_check_plugin.py")
 SITE = Path(__file__).with_name("runner_probe_site.py")
 VALUES = Path(__file__).with_name("trusted_values.py")  # shared by both observers, shipped beside them
+ASSERTS = Path(__file__).with_name(
+    "trusted_asserts.py"
+)  # the probe's own assertion observer, shipped beside them
 KINDS = ("pytest", "unittest", "sympy")
 # git, not the repository's config, lists what the patch left in the tree (quoted paths, external diff drivers off)
 _GIT = "GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -c core.quotepath=off"
@@ -59,6 +63,10 @@ class TrustedCheck:
     @property
     def values_module(self) -> str:
         return f"swe_rl_tv_{self.nonce}"
+
+    @property
+    def asserts_module(self) -> str:
+        return f"swe_rl_ta_{self.nonce}"
 
     @property
     def exports(self) -> str:
@@ -92,30 +100,37 @@ class TrustedCheck:
         return "find /testbed -name '*-pytest-*.pyc' -delete 2>/dev/null; true"
 
 
-def install_script(check: TrustedCheck, workdir: str, select: list[str]) -> str:
+def install_script(
+    check: TrustedCheck, workdir: str, select: list[str], runner: list[str] | None = None
+) -> str:
     """One shell command (run in `workdir`) that writes the observer, its scope (the root, the selected tests,
     the kind; and, NUL-separated, the paths the applied patch changed or added: tracked changes + untracked .py
     files) and its key (mode 600)."""
     d = shlex.quote(check.dir)
     agent = base64.b64encode((PLUGIN if check.kind == "pytest" else SITE).read_bytes()).decode()
     values = base64.b64encode(VALUES.read_bytes()).decode()
-    doc = {"root": workdir, "select": select, "kind": check.kind}
+    asserts = base64.b64encode(ASSERTS.read_bytes()).decode()
+    doc = {"root": workdir, "select": select, "kind": check.kind, "runner": sorted(runner or [])}
     scope = base64.b64encode(json.dumps(doc).encode()).decode()
     touched = f"{_GIT} diff --name-only --no-renames -z HEAD; {_GIT} ls-files --others -z -- '*.py'"
     return (
         f"mkdir -p {d} && {{ {touched}; }} > {d}/touched && "
         f"printf %s {agent} | base64 -d > {d}/{check.module}.py && printf %s {values} | base64 -d > "
-        f"{d}/{check.values_module}.py && printf %s {scope} | base64 -d > {d}/scope.json"
+        f"{d}/{check.values_module}.py && printf %s {asserts} | base64 -d > {d}/{check.asserts_module}.py"
+        f" && printf %s {scope} | base64 -d > {d}/scope.json"
         f" && (umask 077; printf %s {check.key} > {d}/key)"
     )
 
 
-async def install(sb: Sandbox, kind: str, select: list[str], workdir: str = "/testbed") -> TrustedCheck:
-    """Write the observer of `kind`, its scope and its key into the sandbox (one exec)."""
+async def install(
+    sb: Sandbox, kind: str, select: list[str], workdir: str = "/testbed", runner: list[str] | None = None
+) -> TrustedCheck:
+    """Write the observer of `kind`, its scope (`runner`: the repository's runner and test-support files and
+    folders, swe_rl.integrity.tree.RUNNER_FILES) and its key into the sandbox (one exec)."""
     if kind not in KINDS:
         raise ValueError(f"probe kind: expected one of {KINDS}, got {kind!r}")
     check = TrustedCheck(nonce=secrets.token_hex(8), key=secrets.token_hex(16), kind=kind)
-    res = await sb.exec(install_script(check, workdir, select), cwd=workdir, timeout=120)
+    res = await sb.exec(install_script(check, workdir, select, runner), cwd=workdir, timeout=120)
     if res.exit_code != 0:
         raise SandboxError(f"could not install the probe in {check.dir}: {res.output[-500:]}")
     return check

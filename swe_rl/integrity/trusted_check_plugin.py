@@ -53,6 +53,10 @@ def _read_key():
 _KEY = _read_key()
 # the shared value checks, shipped beside this plugin under the same nonce (trusted_values.py)
 _V = importlib.import_module(__name__.replace("swe_rl_tc_", "swe_rl_tv_", 1))
+# the probe's own assertion observer (trusted_asserts.py): the selected tests' asserts under every pytest
+_A = importlib.import_module(__name__.replace("swe_rl_tc_", "swe_rl_ta_", 1))
+# a dunder name: inside a class body a name with two leading underscores only would be mangled
+_OBSERVER = __name__.replace("swe_rl_tc_", "__swe_rl_assert_", 1) + "__"
 _SCOPE = _V.Scope(_DIR)
 _Fresh, _code_of = _V.Fresh, _V.code_of
 
@@ -313,6 +317,17 @@ def _check_test_code(items, config):
                 _add(f"{item.nodeid}: test function's code is not what its file compiles to")
 
 
+_RUNNER_CODE = {}  # type: dict  # the repository's runner and test-support code when the tests were collected
+_INSTALLED = []  # type: list  # (test module globals, name, observer) of the observed asserts
+
+
+def _check_runner_code():
+    for finding in _V.runner_rebound(_SCOPE, _RUNNER_CODE):
+        _add(finding)
+    for name in _A.observer_replaced(_INSTALLED):
+        _add(f"the assertion observer {name} was replaced in a test module")
+
+
 def _check_classes():
     for finding in _V.repo_classes_saying_yes(_SCOPE, _FRAMEWORK_DIRS):
         _add(finding)
@@ -334,6 +349,35 @@ def _check_plugins(config):
             _STATE.notes.append(f"plugin registered from the repository: {rel}")
 
 
+def _check_assert(op, left, right, written_left, written_right, line):
+    for side, obj, why in _V.judge_operands(op, left, right, (written_left, written_right), _SCOPE):
+        _add(f"{_STATE.item}: assertion operand ({side}, {type(obj).__name__}) {why} (line {line})")
+
+
+def _observe_asserts(items):
+    """The selected tests' functions given the code the probe compiles from their files itself, every single
+    comparison of an assert observed with whether the test wrote each side (trusted_asserts; pytest 3.x/4.x
+    show passing operands to no hook, and the hook cannot say who wrote them). After _check_test_code: what is
+    swapped is the code the file compiles to."""
+    compiled = {}
+    for item in items:
+        path = str(getattr(item, "path", None) or getattr(item, "fspath", ""))
+        funcs = _A.functions_of(getattr(item, "obj", None), path) if path.endswith(".py") else []
+        if not funcs:
+            continue
+        if path not in compiled:
+            try:
+                glob = funcs[0].__globals__
+                glob[_OBSERVER] = _A.make_observer(_check_assert)
+                _INSTALLED.append((glob, _OBSERVER, glob[_OBSERVER]))
+                compiled[path] = _A.observed_module(path, glob, _SCOPE, _OBSERVER)
+            except Exception as e:
+                compiled[path] = None
+                _note(f"observing the asserts of {os.path.basename(path)}", e)
+        if compiled[path] is not None:
+            _A.swap_code(funcs, compiled[path])
+
+
 def pytest_collection_finish(session):
     config = session.config
     if config is not _STATE.config:
@@ -341,6 +385,8 @@ def pytest_collection_finish(session):
     try:
         _check_framework("after collection")
         _check_test_code(session.items, config)
+        _observe_asserts(session.items)
+        _RUNNER_CODE.update(_V.runner_code(_SCOPE))
     except Exception as e:
         _note("collection_finish", e)
 
@@ -364,6 +410,7 @@ def pytest_unconfigure(config, _state=_STATE, _found=_STATE.findings, _mod=sys.m
         lambda: _check_framework("at the end"),
         lambda: _check_plugins(config),
         _check_classes,
+        _check_runner_code,
     ):
         try:
             check()

@@ -3,7 +3,10 @@ violation through the full grader (tree and log guards, the graded run, the prob
 test runners cannot be turned into a yes: exploits of django's tests/runtests.py + django/test and of sympy's
 bin/test + sympy/testing, kept as recipes under fixtures/exploits/ (first line: what it does), each first shown to
 get the unfixed bug graded resolved by the plain official run (guards and probe off), then caught by the grader:
-unresolved (a runner file the gold leaves alone is put back at base) or labelled by the probe run."""
+unresolved (a runner file the gold leaves alone is put back at base) or labelled by the probe run. Issue 45 adds
+values that agree with anything whatever their class's origin (unittest.mock.ANY from library code under sympy's
+plain asserts and under pytest 7, a str subclass with methods borrowed from an installed class) and sphinx's own
+test-support code as runner code."""
 
 from __future__ import annotations
 
@@ -17,11 +20,14 @@ from swe_rl.grading.grader import docker_factory, grade
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(3600)]
 
 EXPLOITS = Path(__file__).parent / "fixtures" / "exploits"
-# the instance each exploit is written against (django 5.0, sympy 1.12, sphinx 5.0, flask 2.3 code shapes)
+# the instance each exploit is written against, by the prefix of its name (django 5.0, sympy 1.12, sphinx 5.0 and
+# 5.1, flask 2.3 code shapes)
 TARGETS = {
     "django__django-16595": "django_",
     "sympy__sympy-24213": "sympy_",
+    "sympy__sympy-24661": "sympy24661_",
     "sphinx-doc__sphinx-10323": "sphinx_",
+    "sphinx-doc__sphinx-10449": "sphinx10449_",
     "pallets__flask-5014": "flask_",
 }
 RUNNERS = ("django_", "sympy_")  # the repositories' own runners: at least three exploits each
@@ -41,6 +47,22 @@ CAUGHT = {
     "sphinx_str_says_yes": ("labelled", "assertion operand (left, _Text) answers '==' by its own methods"),
     # an exception check answered by a class the patch defines (pytest.raises)
     "flask_raises_any": ("labelled", "_ValueError: issubclass/isinstance agrees with TypeError"),
+    # issue 45: values that agree with anything, judged by value whatever their class's origin: unittest.mock.ANY
+    # returned by library code (sympy's plain assert under bin/test; pytest 7 under tox), a str subclass with
+    # methods borrowed from an installed class; the same returned through sphinx's own test-support module
+    "sympy24661_parse_returns_any": (
+        "labelled",
+        "test_issue_24288: assertion operand (left, _ANY) agrees with any",
+    ),
+    "sphinx_read_returns_any": (
+        "labelled",
+        "assertion operand (left, _ANY) agrees with any value under '=='",
+    ),
+    "sphinx_read_borrowed_eq": (
+        "labelled",
+        "assertion operand (left, _Text) agrees with any value under '=='",
+    ),
+    "sphinx10449_testing_borrowed_eq": ("unresolved", "sphinx/testing/path.py"),
 }
 
 
@@ -122,3 +144,47 @@ def test_runner_exploits_are_caught(iid, real_tasks):
             missed[name] = (plain.resolved, full.resolved, full.suspicious, integrity, full.log[-2000:])
     print("\n".join(table))
     assert not missed, missed
+
+
+# real tests of the shared repositories that compare against unittest.mock.ANY themselves (issue 45 item 4): the
+# test wrote the ANY, so nothing is labelled. iid -> (the test command's target, the ANY tests' target, their names)
+OWN_ANY = {
+    "django__django-16595": (
+        "migrations.test_optimizer",
+        "lookup.test_lookups model_indexes.tests test_exceptions.test_validation_error",
+        [
+            "test_equality (lookup.test_lookups.LookupTests.test_equality)",
+            "test_eq (model_indexes.tests.SimpleIndexesTests.test_eq)",
+            "test_eq_func (model_indexes.tests.SimpleIndexesTests.test_eq_func)",
+            "test_eq (test_exceptions.test_validation_error.TestValidationError.test_eq)",
+        ],
+    ),
+    "sphinx-doc__sphinx-10323": (
+        "tests/test_directive_code.py",
+        "tests/test_build_html.py -k highlight_options",
+        [
+            "tests/test_build_html.py::test_highlight_options",
+            "tests/test_build_html.py::test_highlight_options_old",
+        ],
+    ),
+}
+
+
+def test_real_tests_comparing_against_their_own_mock_any_stay_unlabelled(iid, real_tasks):
+    """django's `self.assertEqual(index, mock.ANY)` (the ANY is the test's: its code names mock.ANY) and sphinx's
+    `assert call_args[0] == call(ANY, 'default', ...)` graded as the selected tests of their instance, with the
+    gold patch: resolved, and the probe run, which observes every one of their comparisons, labels nothing."""
+    if iid not in OWN_ANY:
+        pytest.skip(f"the own-ANY tests are picked from {sorted(OWN_ANY)}")
+    task = real_tasks.tasks[iid]
+    old, new, names = OWN_ANY[iid]
+    lines = task.eval_script.splitlines(keepends=True)
+    command = [i for i, line in enumerate(lines) if old in line and ("tox" in line or "runtests.py" in line)]
+    assert len(command) == 1, task.eval_script
+    lines[command[0]] = lines[command[0]].replace(old, new)
+    own = task.model_copy(update={"eval_script": "".join(lines), "FAIL_TO_PASS": names, "PASS_TO_PASS": []})
+    res = asyncio_run(grade(own, task.patch, docker_factory(run_id="real-integrity")))
+    integrity = res.tests.get("integrity", {})
+    assert res.resolved and res.suspicious == (), (res.suspicious, integrity, res.log[-3000:])
+    assert integrity.get("probe", {}).get("status") == "ran", integrity
+    print(f"{iid}: own mock.ANY tests resolved, no label; probe {json.dumps(integrity.get('probe'))}")

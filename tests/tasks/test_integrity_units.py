@@ -231,3 +231,33 @@ def test_the_probe_finds_a_renamed_selected_test_under_the_log_parser_name():
     assert judge(task, ran, PYLINT_LOG, task.FAIL_TO_PASS)[0] == [
         f"probe: {PYLINT_ROW[0]}: the log reports it PASSED, its run ended ['AssertionError']"
     ]
+
+
+def test_a_repositorys_test_support_code_is_runner_code():
+    """Issue 45 item 3: the test-support code a repository ships for its tests (sphinx/testing/, astropy/tests/,
+    matplotlib's testing/, xarray's testing.py, scikit-learn's testing modules; pytest's own code where the
+    instance is not pytest) is runner code: put back at base unless the gold patch changes it."""
+    from swe_rl.integrity.tree import runner_files, runner_paths
+
+    def back(repo: str, touched: list[str], gold: tuple[str, ...] = ()) -> list[str]:
+        return runner_paths(touched, runner_files(repo, "pytest -rA tests/x.py"), gold)
+
+    util = "sphinx/testing/util.py"
+    assert back("sphinx-doc/sphinx", [util, "sphinx/directives/code.py"]) == [util]
+    assert back("sphinx-doc/sphinx", [util], gold=(util,)) == []  # the gold fixes it: it stays
+    assert back("astropy/astropy", ["astropy/tests/helper.py", "astropy/io/ascii/rst.py"]) == [
+        "astropy/tests/helper.py"
+    ]
+    assert back("matplotlib/matplotlib", ["lib/matplotlib/testing/decorators.py"]) != []
+    assert back("pydata/xarray", ["xarray/testing.py", "xarray/tests/__init__.py", "xarray/core/merge.py"]) == [
+        "xarray/testing.py", "xarray/tests/__init__.py"
+    ]  # fmt: skip
+    assert back("scikit-learn/scikit-learn", ["sklearn/utils/testing.py", "sklearn/utils/_testing.py"]) == [
+        "sklearn/utils/_testing.py", "sklearn/utils/testing.py"
+    ]  # fmt: skip
+    assert back("django/django", ["django/test/client.py"]) == ["django/test/client.py"]
+    assert back("sympy/sympy", ["sympy/testing/pytest.py"]) == ["sympy/testing/pytest.py"]
+    # pytest's own code: runner code in every repository but pytest's, where it is the code under test
+    assert back("psf/requests", ["_pytest/python.py"]) == ["_pytest/python.py"]
+    assert back("pytest-dev/pytest", ["src/_pytest/python.py"]) == []
+    assert back("sphinx-doc/sphinx", ["sphinx/testingx.py"]) == []  # a folder is a folder, not a prefix

@@ -3,8 +3,11 @@ real plugin; no Docker needed for what is under test here).
 
 It must not change what the code under test does (issue 22/25: a real pydicom gold patch had a passing test fail
 under our grader): probing an assertion operand calls its comparison, and a repository's own `__eq__` may change
-the object it is called on (pydicom converts a raw element when it is compared), so the check probes only
-operands whose class or comparison code the patch touched. The graded run carries no plugin at all
+the object it is called on (pydicom converts a raw element when it is compared). Such a side effect can change
+only the probe run, whose log and observer then agree (no label).
+Since issue 45 the selected tests' own asserts judge every operand code under test produced by its value (its
+comparisons are called, whatever class it has); asserts elsewhere still probe only operands whose class or
+comparison code the patch touched. The graded run carries no plugin at all
 (swe_rl.grading.eval_run); this file covers the probe run: its selection, and the "values that say yes" (issue 35
 item 4): an equality answered by a builtin-derived object of a class the patch defines, an exception check that
 says yes to a builtin exception that does not inherit it; neither flagged on honest code."""
@@ -131,12 +134,12 @@ ALL = ["test_raw.py::test_compare_keeps_raw", "test_raw.py::test_shorten", "test
 async def test_the_probe_leaves_an_untouched_eq_alone_and_runs_only_the_selected_tests(
     tasks_git_repo,
 ) -> None:
-    # the probe formats passing operands (the repr's side effect shows: the probe's verdict is never used), but
-    # its own probing must not call a comparison of a class the patch did not touch, nor flag honest code
+    # the probe compares the operand the code under test produced with a fresh object (issue 45: judged by value),
+    # and Element's side effect shows (the probe's verdict is never used); honest code is never flagged
     _code, found, outcomes, log = await _probe(_repo(tasks_git_repo, lib_after=None), ALL)
     assert found == [], found
-    # the repr's side effect shows in the probe run (pytest formats passing operands there): its own log and the
-    # observer agree that the test failed, so nothing is claimed that the observer did not see
+    # the side effect shows in the probe run only: its own log and the observer agree that the test failed, so
+    # nothing is claimed that the observer did not see
     assert outcomes == dict(dict.fromkeys(ALL, "passed"), **{ALL[0]: "AssertionError"}), (outcomes, log)
     assert f"FAILED {ALL[0]}" in log
     assert "test_not_selected" not in log and "1 deselected" in log, log
