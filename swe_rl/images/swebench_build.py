@@ -12,6 +12,7 @@ failed env image fails its rows with its error, built once. Every image made her
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import tempfile
@@ -28,6 +29,7 @@ from swe_rl.images.swebench_env import (
     ENV_LABEL,
     BaseInfo,
     EnvPlan,
+    PythonChoice,
     choose_python,
     env_fixes,
     load_overrides,
@@ -126,17 +128,32 @@ def read_rows(inputs: Path, ids: list[str] | None = None) -> list[dict[str, Any]
 PROBE = "import sys, platform; print(sys.version.split()[0], platform.libc_ver()[1])"
 
 
-def base_info(image: str, s: Session) -> BaseInfo:
+def apt_base(python: PythonChoice, apt: list[str]) -> tuple[str, list[str]]:
+    """(the base image's tag, its Debian packages beyond the plain base's): the suite's base, or for an env that
+    needs Debian packages (compilers, C libraries: swebench_overrides.json `apt`) one debootstrapped with them,
+    tagged by their hash; built offline like the rest, the packages come from Debian when the base is made."""
+    if not apt:
+        return python.base_image, []
+    pkgs = sorted(set(apt))
+    return f"{python.base_image}-apt{hashlib.sha256(' '.join(pkgs).encode()).hexdigest()[:10]}", pkgs
+
+
+def base_info(image: str, s: Session, apt: list[str] | None = None) -> BaseInfo:
     """The base image's Python and glibc; debootstrapped first when missing (sandboxes.images)."""
     if image not in s.bases:
         t0 = time.monotonic()
         try:
             if not image_exists(image):
                 from sandboxes.docker_sandbox import docker_client
-                from sandboxes.images import ensure_base_image
+                from sandboxes.images import BASE_PACKAGES, SUITE_PACKAGES, build_base_image, ensure_base_image
 
                 with s.progress.building(image):
-                    ensure_base_image(docker_client(), image)
+                    if apt:
+                        suite = image.rpartition(":")[2].split("-apt")[0]
+                        pkgs = [*BASE_PACKAGES, *SUITE_PACKAGES.get(suite, []), *apt]
+                        build_base_image(docker_client(), image, suite=suite, packages=pkgs)
+                    else:
+                        ensure_base_image(docker_client(), image)
                 s.progress.line(image, "built", time.monotonic() - t0)
             out = subprocess.run(["docker", "run", "--rm", "--network", "none", image, "python3", "-c", PROBE],
                                  capture_output=True, text=True, check=True, timeout=300).stdout.split()  # fmt: skip
@@ -186,7 +203,7 @@ def task_row(
     keep = ("instance_id", "repo", "problem_statement", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS",
             "version", "hints_text", "created_at", "environment_setup_commit")  # fmt: skip
     meta = {"upstream_base_commit": row.get("base_commit", ""), "spec_python": inst.spec.get("python", ""),
-            "python": py, "python_deviation": env.python.deviation, "base_image": env.python.base_image,
+            "python": py, "python_deviation": env.python.deviation, "base_image": env.base_image,
             "env_image": env_tag, "wheels_from": env.wheels_from, "min_cpus": inst.spec.get("nano_cpus", 0) / 1e9,
             "left_out": [*env.left_out, *inst.notes], "inputs_sha256": digest,
             "source": row.get("source", "")}  # fmt: skip
@@ -199,10 +216,14 @@ def _plan(inst: Instance, s: Session, src: StagedSource) -> tuple[EnvPlan, list[
     repo, version = str(inst.row.get("repo", "")), str(inst.row.get("version", ""))
     fixes = env_fixes(s.overrides, repo, version)
     python = choose_python(str(inst.spec.get("python", "")), s.overrides["pythons"], fixes.get("python", ""))
-    info = base_info(python.base_image, s)
+    image, apt = apt_base(python, list(fixes.get("apt", [])))
+    info = base_info(image, s, apt)
     reqs = _requirements(inst, s.inputs, s.table)
     env, local = plan_env(inst.instance_id, inst.row, inst.spec, reqs, s.inputs, src.testbed, src.sha, info, python,
-                          fixes, s.overrides["pypi_base"]["requirements"], src.unpack)  # fmt: skip
+                          fixes, s.overrides["pypi_base"]["requirements"], src.unpack, inst.source)  # fmt: skip
+    env.base_image = image
+    if apt:
+        env.left_out.append(f"Debian packages in the base image {image} (swebench_overrides.json): {' '.join(apt)}")
     return env, local, info
 
 
@@ -232,7 +253,7 @@ def build_one(inst: Instance, s: Session) -> Built:
             src = StagedSource(inst.source, Path(tmp) / "testbed", source_sha256(inst.source))
             env, local, info = _plan(inst, s, src)
             env_tag = ensure_env(env, info, s)
-            digest = stage_instance(inst, ctx, env_tag, local, src.sha)
+            digest = stage_instance(inst, ctx, env_tag, local, src.sha, env.build_env)
             base, status = image_label(tag, BASE_COMMIT_LABEL) or "", "present"
             if s.force or not base or image_label(tag, INPUTS_LABEL) != digest:
                 status = "built"

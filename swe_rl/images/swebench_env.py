@@ -34,7 +34,7 @@ ENV_LABEL = "org.swe-rl.env-sha256"
 PIP = f"{ENV_DIR}/bin/python -m pip install -q"
 # why: a requirements line that names the source itself (`-e .[testutils]`) can only be installed with it
 LOCAL_REQ = re.compile(r"^(-e|--editable)\s|^\.|^file:|@\s*file:")
-FIX_KEYS = {"why", "python", "requirements", "left_out"}
+FIX_KEYS = {"why", "python", "requirements", "left_out", "replace", "project", "build_requirements", "env", "apt"}
 
 
 @dataclass(frozen=True)
@@ -61,11 +61,17 @@ def load_overrides(path: Path = OVERRIDES) -> dict[str, Any]:
 
 
 def env_fixes(overrides: dict[str, Any], repo: str, version: str) -> dict[str, Any]:
-    """The overrides for one repo version: its '*' entry, then its own (lists add up, scalars replace)."""
+    """The overrides for one repo version: its '*' entry, then its own (lists add up, dicts merge, scalars
+    replace)."""
     merged: dict[str, Any] = {}
     for part in (overrides.get("envs", {}).get(repo, {}).get(k) for k in ("*", version)):
         for key, value in (part or {}).items():
-            merged[key] = merged.get(key, []) + value if isinstance(value, list) else value
+            if isinstance(value, list):
+                merged[key] = merged.get(key, []) + value
+            elif isinstance(value, dict):
+                merged[key] = {**merged.get(key, {}), **value}
+            else:
+                merged[key] = value
     return merged
 
 
@@ -93,12 +99,30 @@ def split_requirements(text: str) -> tuple[list[str], list[str]]:
     return env, local
 
 
-def spec_packages(spec: dict[str, Any], iid: str) -> list[str]:
-    """The spec's `packages` as pip requirements (SWE-bench gives them to conda; here pip installs them)."""
+def spec_packages(spec: dict[str, Any], row: dict[str, Any], source: Path) -> tuple[list[str], list[str]]:
+    """(the spec's `packages` as pip requirements, notes). SWE-bench gives them to conda; here pip installs them,
+    a conda environment file translated by swebench_conda.json (each rename and drop in the notes)."""
     pkgs = str(spec.get("packages", "")).strip()
     if pkgs == "environment.yml":
-        raise ImageInputError(f"{iid}: spec packages=environment.yml (conda) is not supported offline")
-    return [] if pkgs in ("", "requirements.txt") else shlex.split(pkgs)
+        from swe_rl.images.swebench_conda import environment_requirements
+
+        return environment_requirements(source, str(row.get("repo", "")), str(row.get("version", "")))
+    return ([] if pkgs in ("", "requirements.txt") else shlex.split(pkgs)), []
+
+
+def _req_name(line: str) -> str:
+    return re.sub(r"[-_.]+", "-", re.split(r"[\s<>=!~;\[]", line.strip(), maxsplit=1)[0]).lower()
+
+
+def replace_pins(lines: list[str], replace: dict[str, str], notes: list[str], where: str) -> list[str]:
+    """Each line whose package `replace` names swapped for its line there (swebench_overrides.json, with a why)."""
+    out = []
+    for line in lines:
+        new = replace.get(_req_name(line))
+        if new is not None and new != line:
+            notes.append(f"{where} {line!r} -> {new!r} (swebench_overrides.json)")
+        out.append(line if new is None else new)
+    return out
 
 
 @dataclass
@@ -115,6 +139,8 @@ class EnvPlan:
     lock: list[str] = field(default_factory=list)  # pinned closure installed last (PyPI-resolved envs only)
     wheels_from: str = "inputs"  # "inputs" (the inputs' wheelhouse) or "pypi" (a lock fetched on the host)
     left_out: list[str] = field(default_factory=list)
+    build_env: dict[str, str] = field(default_factory=dict)  # ENV of the instance image (SETUPTOOLS_SCM_PRETEND_VERSION)
+    base_image: str = ""  # the base it is built on when not python.base_image (one with Debian packages added)
 
     def script(self) -> str:
         """SWE-bench's env script without conda: packages, requirements, pip_packages, in its order."""
@@ -205,7 +231,7 @@ def project_line(spec: dict[str, Any], testbed: Path) -> str:
 
 def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inputs: Path, testbed: Path,
              source_id: str, base: BaseInfo, python: PythonChoice, fixes: dict[str, Any], pypi_base: list[str],
-             prepare: Callable[[], object]) -> tuple[EnvPlan, list[str]]:  # fmt: skip
+             prepare: Callable[[], object], source: Path) -> tuple[EnvPlan, list[str]]:  # fmt: skip
     """The env an instance needs and its requirement lines that need the source (installed with it).
     `testbed` is where the source is, once `prepare()` ran (only a PyPI resolution needs the files)."""
     from swe_rl.images.swebench_wheels import lock_env
@@ -216,8 +242,14 @@ def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inp
         r for r in env_reqs if re.sub(r"[-_.]+", "-", re.split(r"[\s<>=!~;\[]", r)[0]).lower() not in dropped
     ]
     notes = [f"requirement left out (swebench_overrides.json): {r}" for r in env_reqs if r not in kept]
-    plan = EnvPlan(str(row.get("repo", "")), str(row.get("version", "")), python, spec_packages(spec, iid),
-                   list(spec.get("pip_packages", [])), kept + list(fixes.get("requirements", [])), [], left_out=notes)  # fmt: skip
+    replace = {_req_name(k): v for k, v in fixes.get("replace", {}).items()}
+    packages, conda_notes = spec_packages(spec, row, source)
+    notes += conda_notes
+    plan = EnvPlan(str(row.get("repo", "")), str(row.get("version", "")), python,
+                   replace_pins(packages, replace, notes, "spec packages"),
+                   replace_pins(list(spec.get("pip_packages", [])), replace, notes, "spec pip_packages"),
+                   replace_pins(kept, replace, notes, "requirement") + list(fixes.get("requirements", [])), [],
+                   left_out=notes, build_env=dict(fixes.get("env", {})))  # fmt: skip
     wheels = inputs / "wheels"
     if not wheelhouse_pythons(wheels) or python.minor in wheelhouse_pythons(wheels):
         plan.wheels = sorted(p for p in wheels.iterdir() if p.is_file())
@@ -225,11 +257,17 @@ def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inp
     local_abs = [
         re.sub(r"^(-e\s+|--editable\s+)?\.", lambda m: f"{m.group(1) or ''}{testbed}", x) for x in local
     ]
-    lines = [*pypi_base, *plan.packages, *plan.requirements, *plan.pip_packages, *local_abs,
-             project_line(spec, testbed)]  # fmt: skip
-    key_parts = [x.replace(str(testbed), "<src>") for x in lines] + [source_id]
-    pins, plan.wheels = lock_env(
-        lines, testbed, key_parts, base.python, base.glibc, wheels, f"{iid} (Python {base.python})", prepare
-    )
+    # the project's own metadata is built on the host unless the overrides give its requirements (a setup.py that
+    # needs numpy.distutils or compiled helpers cannot run on the host's Python)
+    project = fixes["project"] if "project" in fixes else [project_line(spec, testbed)]
+    lines = [*pypi_base, *plan.packages, *plan.requirements, *plan.pip_packages, *local_abs, *project]
+    key_parts = [x.replace(str(testbed), "<src>") for x in lines] + [source_id, json.dumps(plan.build_env)]
+    what = f"{iid} (Python {base.python})"
+    pins, plan.wheels = lock_env(lines, testbed, key_parts, base.python, base.glibc, wheels, what, prepare,
+                                 plan.build_env)  # fmt: skip
+    if fixes.get("build_requirements"):  # wheels only: pip's isolated build of the project takes them offline
+        build = list(fixes["build_requirements"])
+        _, extra = lock_env(build, testbed, [*build, "build"], base.python, base.glibc, wheels, f"{what} build")
+        plan.wheels = sorted({*plan.wheels, *extra})
     plan.lock, plan.wheels_from = pins, "pypi"
     return plan, local
