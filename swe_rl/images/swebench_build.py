@@ -110,6 +110,7 @@ class Session:
     progress: Progress
     bases: dict[str, BaseInfo | str] = field(default_factory=dict)  # image -> info, or why it is unusable
     envs: dict[str, str] = field(default_factory=dict)  # env key -> "" (usable) or the error
+    offline: bool = False  # PyPI locks and wheels from the cache only (a missing one is an error)
 
 
 def read_rows(inputs: Path, ids: list[str] | None = None) -> list[dict[str, Any]]:
@@ -215,13 +216,22 @@ def _plan(inst: Instance, s: Session, src: StagedSource) -> tuple[EnvPlan, list[
     """The env an instance needs, its requirement lines that need the source, the base image."""
     repo, version = str(inst.row.get("repo", "")), str(inst.row.get("version", ""))
     fixes = env_fixes(s.overrides, repo, version)
-    python = choose_python(str(inst.spec.get("python", "")), s.overrides["pythons"], fixes.get("python", ""))
+    python = choose_python(str(inst.spec.get("python", "")), s.overrides["pythons"], fixes.get("python", ""),
+                           fixes.get("why", ""))
+    if "pre_install" in fixes:  # the spec's steps as the overrides give them (the dropped ones named)
+        for cmd in inst.spec.get("pre_install", []):
+            if cmd not in fixes["pre_install"]:
+                inst.notes.append(f"pre_install replaced (swebench_overrides.json): {cmd}")
+        inst.spec = {**inst.spec, "pre_install": list(fixes["pre_install"])}
     image, apt = apt_base(python, list(fixes.get("apt", [])))
     info = base_info(image, s, apt)
     reqs = _requirements(inst, s.inputs, s.table)
     env, local = plan_env(inst.instance_id, inst.row, inst.spec, reqs, s.inputs, src.testbed, src.sha, info, python,
-                          fixes, s.overrides["pypi_base"]["requirements"], src.unpack, inst.source)  # fmt: skip
+                          fixes, s.overrides["pypi_base"]["requirements"], src.unpack, inst.source,
+                          s.offline)  # fmt: skip
     env.base_image = image
+    for pkg, why in fixes.get("apt_skipped", {}).items():
+        env.left_out.append(f"Debian package of the spec's pre_install not installed: {pkg}: {why}")
     if apt:
         env.left_out.append(f"Debian packages in the base image {image} (swebench_overrides.json): {' '.join(apt)}")
     return env, local, info

@@ -31,7 +31,8 @@ def conda_rules(repo: str, version: str, path: Path = CONDA_DATA) -> dict[str, A
 
 def conda_to_pip(dep: str) -> str:
     """One conda match spec as a pip requirement: `name=1.2` (conda: any 1.2.x) -> `name==1.2.*`; `name 1.2` too."""
-    dep = re.sub(r"^([A-Za-z0-9_.\-\[\]]+)\s+(?=[\d<>=!])", r"\1", dep.strip())
+    dep = re.sub(r"^([A-Za-z0-9_.\-\[\]]+)\s+(?=\d)", r"\1=", dep.strip())  # `name 1.2` is `name=1.2`
+    dep = re.sub(r"^([A-Za-z0-9_.\-\[\]]+)\s+(?=[<>=!])", r"\1", dep)
     m = re.fullmatch(r"([A-Za-z0-9_.\-\[\],]+)=(?!=)([^=<>!,]+)", dep)
     return f"{m.group(1)}=={m.group(2).rstrip('.*')}.*" if m else dep
 

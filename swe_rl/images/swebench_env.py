@@ -34,7 +34,8 @@ ENV_LABEL = "org.swe-rl.env-sha256"
 PIP = f"{ENV_DIR}/bin/python -m pip install -q"
 # why: a requirements line that names the source itself (`-e .[testutils]`) can only be installed with it
 LOCAL_REQ = re.compile(r"^(-e|--editable)\s|^\.|^file:|@\s*file:")
-FIX_KEYS = {"why", "python", "requirements", "left_out", "replace", "project", "build_requirements", "env", "apt"}
+FIX_KEYS = {"why", "python", "requirements", "left_out", "replace", "project", "build_requirements", "env", "apt",
+            "pre_install", "apt_skipped"}
 
 
 @dataclass(frozen=True)
@@ -75,10 +76,11 @@ def env_fixes(overrides: dict[str, Any], repo: str, version: str) -> dict[str, A
     return merged
 
 
-def choose_python(spec_python: str, pythons: dict[str, str], forced: str = "") -> PythonChoice:
+def choose_python(spec_python: str, pythons: dict[str, str], forced: str = "", reason: str = "") -> PythonChoice:
     """The suite's Python for a spec's: the same minor when a suite ships it, else the nearest newer one."""
     want = forced or spec_python or "3.11"
     why = f"spec says {spec_python or 'nothing'}, swebench_overrides.json says {forced}" if forced else ""
+    why += f" ({reason})" if why and reason else ""
     if want in pythons:
         return PythonChoice(spec_python, want, pythons[want], why)
     newer = sorted((v for v in pythons if Version(v) >= Version(want)), key=Version)
@@ -214,6 +216,25 @@ def wheelhouse_pythons(wheels: Path) -> set[str]:
     return found
 
 
+def wheelhouse_covers(lines: list[str], wheels: Path, minor: str) -> bool:
+    """Whether the wheelhouse holds a distribution for every requirement line that applies on Linux with Python
+    `minor`: a conda environment file (matplotlib) names packages an inputs' wheelhouse built for others lacks."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    have = {_dist_name(w.name) for w in wheels.iterdir()} if wheels.is_dir() else set()
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            return False
+        env = {"python_version": minor, "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"}
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        if re.sub(r"[-_.]+", "-", req.name).lower() not in have:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class BaseInfo:
     image: str
@@ -231,9 +252,10 @@ def project_line(spec: dict[str, Any], testbed: Path) -> str:
 
 def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inputs: Path, testbed: Path,
              source_id: str, base: BaseInfo, python: PythonChoice, fixes: dict[str, Any], pypi_base: list[str],
-             prepare: Callable[[], object], source: Path) -> tuple[EnvPlan, list[str]]:  # fmt: skip
+             prepare: Callable[[], object], source: Path, offline: bool = False) -> tuple[EnvPlan, list[str]]:  # fmt: skip
     """The env an instance needs and its requirement lines that need the source (installed with it).
-    `testbed` is where the source is, once `prepare()` ran (only a PyPI resolution needs the files)."""
+    `testbed` is where the source is, once `prepare()` ran (only a PyPI resolution needs the files). `offline`:
+    the lock and its files must be in the cache already (swe-rl images wheelhouse --check)."""
     from swe_rl.images.swebench_wheels import lock_env
 
     env_reqs, local = split_requirements(reqs)
@@ -251,7 +273,10 @@ def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inp
                    replace_pins(kept, replace, notes, "requirement") + list(fixes.get("requirements", [])), [],
                    left_out=notes, build_env=dict(fixes.get("env", {})))  # fmt: skip
     wheels = inputs / "wheels"
-    if not wheelhouse_pythons(wheels) or python.minor in wheelhouse_pythons(wheels):
+    named = [*plan.packages, *plan.requirements, *plan.pip_packages]
+    if (not wheelhouse_pythons(wheels) or python.minor in wheelhouse_pythons(wheels)) and wheelhouse_covers(
+        named, wheels, python.minor
+    ):
         plan.wheels = sorted(p for p in wheels.iterdir() if p.is_file())
         return plan, local
     local_abs = [
@@ -264,10 +289,11 @@ def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inp
     key_parts = [x.replace(str(testbed), "<src>") for x in lines] + [source_id, json.dumps(plan.build_env)]
     what = f"{iid} (Python {base.python})"
     pins, plan.wheels = lock_env(lines, testbed, key_parts, base.python, base.glibc, wheels, what, prepare,
-                                 plan.build_env)  # fmt: skip
+                                 plan.build_env, offline)  # fmt: skip
     if fixes.get("build_requirements"):  # wheels only: pip's isolated build of the project takes them offline
         build = list(fixes["build_requirements"])
-        _, extra = lock_env(build, testbed, [*build, "build"], base.python, base.glibc, wheels, f"{what} build")
+        _, extra = lock_env(build, testbed, [*build, "build"], base.python, base.glibc, wheels, f"{what} build",
+                            offline=offline)
         plan.wheels = sorted({*plan.wheels, *extra})
     plan.lock, plan.wheels_from = pins, "pypi"
     return plan, local
