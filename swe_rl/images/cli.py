@@ -152,9 +152,13 @@ def images_build_command(
 
 @images_app.command("wheelhouse")
 def images_wheelhouse_command(
-    inputs: Path = typer.Option(..., "--inputs", help="rows.jsonl + src/<id>.tar + wheels/ (as `images build`)"),
+    inputs: Path = typer.Option(
+        ..., "--inputs", help="rows.jsonl + src/<id>.tar + wheels/ (as `images build`)"
+    ),
     ids: list[str] = typer.Option([], "--id", help="only these instance ids (repeatable)"),
-    check: bool = typer.Option(False, "--check", help="verify the cache without network; exit 1 if anything is missing"),
+    check: bool = typer.Option(
+        False, "--check", help="verify the cache without network; exit 1 if anything is missing"
+    ),
 ) -> None:
     """Fill the PyPI wheels every instance needs, for its Python, into ~/.cache/swe-rl (SWE_RL_CACHE): run on a
     machine that reaches PyPI, then `images build` needs no network (copy the cache to an air-gapped cluster)."""
@@ -163,7 +167,9 @@ def images_wheelhouse_command(
     from swe_rl.images.swebench_wheels import cache_dir
 
     if not inputs.is_dir():
-        typer.echo(f"error: --inputs {inputs}: no such folder (the layout is in tests/real/README.md)", err=True)
+        typer.echo(
+            f"error: --inputs {inputs}: no such folder (the layout is in tests/real/README.md)", err=True
+        )
         raise typer.Exit(2)
     try:
         results = fill_wheelhouse(inputs, ids or None, check=check)

@@ -94,7 +94,13 @@ class Progress:
             yield
 
     def line(self, what: str, status: str, seconds: float, error: str = "") -> None:
-        style = {"built": "green", "present": "dim", "failed": "red"}.get(status, "")
+        style = {
+            "built": "green",
+            "filled": "green",
+            "present": "dim",
+            "checked": "dim",
+            "failed": "red",
+        }.get(status, "")
         tail = f": {error.splitlines()[0][:200]}" if error else ""
         self.console.print(f"[{style}]{status:>7}[/] {what} ({seconds:.0f} s){tail}", soft_wrap=True)
 
@@ -146,7 +152,12 @@ def base_info(image: str, s: Session, apt: list[str] | None = None) -> BaseInfo:
         try:
             if not image_exists(image):
                 from sandboxes.docker_sandbox import docker_client
-                from sandboxes.images import BASE_PACKAGES, SUITE_PACKAGES, build_base_image, ensure_base_image
+                from sandboxes.images import (
+                    BASE_PACKAGES,
+                    SUITE_PACKAGES,
+                    build_base_image,
+                    ensure_base_image,
+                )
 
                 with s.progress.building(image):
                     if apt:
@@ -216,8 +227,12 @@ def _plan(inst: Instance, s: Session, src: StagedSource) -> tuple[EnvPlan, list[
     """The env an instance needs, its requirement lines that need the source, the base image."""
     repo, version = str(inst.row.get("repo", "")), str(inst.row.get("version", ""))
     fixes = env_fixes(s.overrides, repo, version)
-    python = choose_python(str(inst.spec.get("python", "")), s.overrides["pythons"], fixes.get("python", ""),
-                           fixes.get("why", ""))
+    python = choose_python(
+        str(inst.spec.get("python", "")),
+        s.overrides["pythons"],
+        fixes.get("python", ""),
+        fixes.get("why", ""),
+    )
     if "pre_install" in fixes:  # the spec's steps as the overrides give them (the dropped ones named)
         for cmd in inst.spec.get("pre_install", []):
             if cmd not in fixes["pre_install"]:
@@ -229,11 +244,13 @@ def _plan(inst: Instance, s: Session, src: StagedSource) -> tuple[EnvPlan, list[
     env, local = plan_env(inst.instance_id, inst.row, inst.spec, reqs, s.inputs, src.testbed, src.sha, info, python,
                           fixes, s.overrides["pypi_base"]["requirements"], src.unpack, inst.source,
                           s.offline)  # fmt: skip
-    env.base_image = image
+    env.base_image, env.headers = image, "python3-dev" in apt
     for pkg, why in fixes.get("apt_skipped", {}).items():
         env.left_out.append(f"Debian package of the spec's pre_install not installed: {pkg}: {why}")
     if apt:
-        env.left_out.append(f"Debian packages in the base image {image} (swebench_overrides.json): {' '.join(apt)}")
+        env.left_out.append(
+            f"Debian packages in the base image {image} (swebench_overrides.json): {' '.join(apt)}"
+        )
     return env, local, info
 
 

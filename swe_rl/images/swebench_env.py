@@ -34,8 +34,19 @@ ENV_LABEL = "org.swe-rl.env-sha256"
 PIP = f"{ENV_DIR}/bin/python -m pip install -q"
 # why: a requirements line that names the source itself (`-e .[testutils]`) can only be installed with it
 LOCAL_REQ = re.compile(r"^(-e|--editable)\s|^\.|^file:|@\s*file:")
-FIX_KEYS = {"why", "python", "requirements", "left_out", "replace", "project", "build_requirements", "env", "apt",
-            "pre_install", "apt_skipped"}
+FIX_KEYS = {
+    "why",
+    "python",
+    "requirements",
+    "left_out",
+    "replace",
+    "project",
+    "build_requirements",
+    "env",
+    "apt",
+    "pre_install",
+    "apt_skipped",
+}
 
 
 @dataclass(frozen=True)
@@ -76,7 +87,9 @@ def env_fixes(overrides: dict[str, Any], repo: str, version: str) -> dict[str, A
     return merged
 
 
-def choose_python(spec_python: str, pythons: dict[str, str], forced: str = "", reason: str = "") -> PythonChoice:
+def choose_python(
+    spec_python: str, pythons: dict[str, str], forced: str = "", reason: str = ""
+) -> PythonChoice:
     """The suite's Python for a spec's: the same minor when a suite ships it, else the nearest newer one."""
     want = forced or spec_python or "3.11"
     why = f"spec says {spec_python or 'nothing'}, swebench_overrides.json says {forced}" if forced else ""
@@ -141,12 +154,22 @@ class EnvPlan:
     lock: list[str] = field(default_factory=list)  # pinned closure installed last (PyPI-resolved envs only)
     wheels_from: str = "inputs"  # "inputs" (the inputs' wheelhouse) or "pypi" (a lock fetched on the host)
     left_out: list[str] = field(default_factory=list)
-    build_env: dict[str, str] = field(default_factory=dict)  # ENV of the instance image (SETUPTOOLS_SCM_PRETEND_VERSION)
-    base_image: str = ""  # the base it is built on when not python.base_image (one with Debian packages added)
+    # ENV of the instance image (SETUPTOOLS_SCM_PRETEND_VERSION)
+    build_env: dict[str, str] = field(default_factory=dict)
+    # the base image it is built on (python.base_image, or one with Debian packages added)
+    base_image: str = ""
+    headers: bool = False  # link Debian's Python headers (python3-dev) into the prefix: C extensions compile
 
     def script(self) -> str:
         """SWE-bench's env script without conda: packages, requirements, pip_packages, in its order."""
         lines = ["set -euxo pipefail", "source /opt/miniconda3/bin/activate", "conda activate testbed"]
+        # sysconfig's include dir is <prefix>/include/pythonX.Y; Debian puts the headers in /usr/include
+        if self.headers:
+            lines.append(f'v=$(python -c \'import sys; print("%d.%d" % sys.version_info[:2])\'); '
+                         f'mkdir -p {ENV_DIR}/include && ln -sfn /usr/include/python$v {ENV_DIR}/include/python$v')  # fmt: skip
+        return self._install(lines)
+
+    def _install(self, lines: list[str]) -> str:
         if self.packages:
             lines.append(f"{PIP} {' '.join(shlex.quote(p) for p in self.packages)}")
         if self.requirements:
@@ -227,7 +250,12 @@ def wheelhouse_covers(lines: list[str], wheels: Path, minor: str) -> bool:
             req = Requirement(line)
         except InvalidRequirement:
             return False
-        env = {"python_version": minor, "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"}
+        env = {
+            "python_version": minor,
+            "sys_platform": "linux",
+            "platform_system": "Linux",
+            "os_name": "posix",
+        }
         if req.marker is not None and not req.marker.evaluate(env):
             continue
         if re.sub(r"[-_.]+", "-", req.name).lower() not in have:
@@ -286,14 +314,24 @@ def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inp
     # needs numpy.distutils or compiled helpers cannot run on the host's Python)
     project = fixes["project"] if "project" in fixes else [project_line(spec, testbed)]
     lines = [*pypi_base, *plan.packages, *plan.requirements, *plan.pip_packages, *local_abs, *project]
-    key_parts = [x.replace(str(testbed), "<src>") for x in lines] + [source_id, json.dumps(plan.build_env)]
+    key_parts = [x.replace(str(testbed), "<src>") for x in lines] + [source_id]
+    if plan.build_env:  # (only then: the locks of envs without it keep their keys)
+        key_parts.append(json.dumps(plan.build_env, sort_keys=True))
     what = f"{iid} (Python {base.python})"
     pins, plan.wheels = lock_env(lines, testbed, key_parts, base.python, base.glibc, wheels, what, prepare,
                                  plan.build_env, offline)  # fmt: skip
     if fixes.get("build_requirements"):  # wheels only: pip's isolated build of the project takes them offline
         build = list(fixes["build_requirements"])
-        _, extra = lock_env(build, testbed, [*build, "build"], base.python, base.glibc, wheels, f"{what} build",
-                            offline=offline)
+        _, extra = lock_env(
+            build,
+            testbed,
+            [*build, "build"],
+            base.python,
+            base.glibc,
+            wheels,
+            f"{what} build",
+            offline=offline,
+        )
         plan.wheels = sorted({*plan.wheels, *extra})
     plan.lock, plan.wheels_from = pins, "pypi"
     return plan, local

@@ -195,8 +195,14 @@ class StagedSource:
         return self.base
 
 
-def stage_instance(inst: Instance, ctx: Path, env_tag: str, local: list[str], source_sha: str,
-                   env: dict[str, str] | None = None) -> str:
+def stage_instance(
+    inst: Instance,
+    ctx: Path,
+    env_tag: str,
+    local: list[str],
+    source_sha: str,
+    env: dict[str, str] | None = None,
+) -> str:
     """The instance image's scripts and Dockerfile on top of its env; the content hash of what goes into it (the
     source by its hash: its archive need not be in ctx yet)."""
     (ctx / "local-requirements.txt").write_text("".join(f"{r}\n" for r in local))

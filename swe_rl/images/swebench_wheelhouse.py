@@ -45,7 +45,9 @@ def fill_one(inst: Instance, s: Session) -> Filled:
             src = StagedSource(inst.source, Path(tmp) / "testbed", source_sha256(inst.source))
             env, _, _ = _plan(inst, s, src)
     except Exception as e:
-        return Filled(inst.instance_id, "failed", seconds=time.monotonic() - t0, error=f"{type(e).__name__}: {e}")
+        return Filled(
+            inst.instance_id, "failed", seconds=time.monotonic() - t0, error=f"{type(e).__name__}: {e}"
+        )
     after = _cached()
     new = [n for n in after if before.get(n) != after[n]]
     sdists = sum(1 for w in env.wheels if not w.name.endswith(".whl"))
@@ -74,5 +76,6 @@ def fill_wheelhouse(inputs: str | Path, ids: list[str] | None = None, *, check: 
         r = out[-1]
         detail = (f"{r.files} files from {r.wheels_from} ({r.sdists} sdists), {r.downloaded} downloaded "
                   f"({r.downloaded_bytes / 2**20:.1f} MiB)") if r.status == "ok" else ""  # fmt: skip
-        s.progress.line(f"wheels {iid}: {detail}", "present" if r.status == "ok" else "failed", r.seconds, r.error)
+        done = ("checked" if check else "filled") if r.status == "ok" else "failed"
+        s.progress.line(f"wheels {iid}: {detail}", done, r.seconds, r.error)
     return out

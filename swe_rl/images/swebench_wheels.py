@@ -72,8 +72,15 @@ def _uv(args: list[str], cwd: Path, what: str, env: dict[str, str] | None = None
                               f"wheels for this Python in the inputs' wheels/):\n{proc.stderr.strip()[-2000:]}")  # fmt: skip
 
 
-def resolve(lines: list[str], src: Path, py_full: str, glibc: str, prefs: str, what: str,
-            env: dict[str, str] | None = None) -> list[str]:
+def resolve(
+    lines: list[str],
+    src: Path,
+    py_full: str,
+    glibc: str,
+    prefs: str,
+    what: str,
+    env: dict[str, str] | None = None,
+) -> list[str]:
     """The pinned closure of `lines` for the image's Python (local `-e DIR` lines resolved, not emitted).
     `src` (named in `lines`) is resolved from a copy: building its metadata writes into it (*.egg-info)."""
     target = ["--python-version", py_full, "--python-platform", _platform(glibc)]

@@ -90,7 +90,9 @@ def test_wheelhouse_covers_only_what_it_holds(tmp_path):
 
     for name in ("numpy-1.25.2-cp311-cp311-manylinux_2_17_x86_64.whl", "Django-5.0-py3-none-any.whl"):
         (tmp_path / name).write_bytes(b"")
-    assert wheelhouse_covers(["numpy==1.25.2", "django>=4", "pywin32; sys_platform == 'win32'"], tmp_path, "3.11")
+    assert wheelhouse_covers(
+        ["numpy==1.25.2", "django>=4", "pywin32; sys_platform == 'win32'"], tmp_path, "3.11"
+    )
     assert not wheelhouse_covers(["numpy", "contourpy==1.1.0"], tmp_path, "3.11")
 
 
@@ -99,5 +101,6 @@ def test_instance_dockerfile_sets_the_overrides_env():
 
     text = dockerfile_instance("env:1", "source.tar", {"SETUPTOOLS_SCM_PRETEND_VERSION": "5.2.5.dev0"})
     assert "ENV SETUPTOOLS_SCM_PRETEND_VERSION=5.2.5.dev0\n" in text
-    assert text.index("ENV SETUPTOOLS") < text.index("RUN ")  # the install sees it, and so does the eval script
+    # the install sees it, and so does the eval script's reinstall
+    assert text.index("ENV SETUPTOOLS") < text.index("RUN ")
     assert json.dumps(dockerfile_instance("env:1", "source.tar")).count("ENV") == 0
