@@ -104,3 +104,19 @@ def test_instance_dockerfile_sets_the_overrides_env():
     # the install sees it, and so does the eval script's reinstall
     assert text.index("ENV SETUPTOOLS") < text.index("RUN ")
     assert json.dumps(dockerfile_instance("env:1", "source.tar")).count("ENV") == 0
+
+
+def test_offline_check_names_the_missing_lock_and_file(tmp_path, monkeypatch):
+    """`swe-rl images wheelhouse --check` resolves nothing and fetches nothing: a lock or file missing from the
+    cache is an error that names the command that fills it."""
+    from swe_rl.images import swebench_wheels
+
+    monkeypatch.setenv("SWE_RL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(swebench_wheels, "resolve", None)  # a resolution (network) would fail with TypeError
+    with pytest.raises(ImageInputError, match=r"demo: no lock in .*swe-rl images wheelhouse --inputs DIR"):
+        swebench_wheels.lock_env(["six"], tmp_path, ["k"], "3.9.2", "2.31", tmp_path, "demo", offline=True)
+    url = "https://files.pythonhosted.org/x/six-1.16.0-py2.py3-none-any.whl"
+    with pytest.raises(
+        ImageInputError, match=r"six-1.16.0-py2.py3-none-any.whl: missing or its sha256 differs"
+    ):
+        swebench_wheels.download([{"url": url, "sha256": "0" * 64}], offline=True)
