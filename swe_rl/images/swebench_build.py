@@ -299,25 +299,37 @@ def build_one(inst: Instance, s: Session) -> Built:
     return Built(inst.instance_id, tag, status, time.monotonic() - t0, task=row, env_image=env_tag)
 
 
+def open_inputs(inputs: str | Path, ids: list[str] | None = None, *, force: bool = False,
+                progress: Progress | None = None, offline: bool = False,
+                ) -> tuple[Session, list[tuple[str, Instance | ImageInputError]]]:  # fmt: skip
+    """A session over an inputs folder and its (or the named) rows: each an Instance, or the error of its row."""
+    inputs = Path(inputs)
+    rows = read_rows(inputs, ids)
+    table = load_spec_table(inputs / "wheels", inputs / "specs.json")
+    s = Session(inputs, table, load_overrides(), force, progress or Progress(), offline=offline)
+    out: list[tuple[str, Instance | ImageInputError]] = []
+    for row in rows:
+        iid = str(row.get("instance_id", "?"))
+        try:
+            out.append((iid, Instance(row, table.spec(row), source_of(inputs, iid))))
+        except ImageInputError as e:
+            out.append((iid, e))
+    return s, out
+
+
 def build_inputs(inputs: str | Path, out: str | Path | None = None, *, ids: list[str] | None = None,
                  force: bool = False, progress: Progress | None = None) -> list[Built]:  # fmt: skip
     """Build every (or the named) row's image; write the built ones' task rows to `out` (default
     INPUTS/tasks.jsonl). Bad inputs of one row fail that row only, with the reason."""
-    inputs = Path(inputs)
-    rows = read_rows(inputs, ids)
-    table = load_spec_table(inputs / "wheels", inputs / "specs.json")
-    s = Session(inputs, table, load_overrides(), force, progress or Progress())
+    s, instances = open_inputs(inputs, ids, force=force, progress=progress)
     results = []
-    for row in rows:
-        iid = str(row.get("instance_id", "?"))
-        try:
-            inst = Instance(row, table.spec(row), source_of(inputs, iid))
-        except ImageInputError as e:
-            results.append(Built(iid, image_tag(iid), "failed", error=str(e)))
+    for iid, inst in instances:
+        if isinstance(inst, ImageInputError):
+            results.append(Built(iid, image_tag(iid), "failed", error=str(inst)))
         else:
             results.append(build_one(inst, s))
         r = results[-1]
         s.progress.line(f"image {r.image}", r.status, r.seconds, r.error)
-    dest = Path(out) if out else inputs / "tasks.jsonl"
+    dest = Path(out) if out else Path(inputs) / "tasks.jsonl"
     dest.write_text("".join(json.dumps(b.task) + "\n" for b in results if b.task is not None))
     return results

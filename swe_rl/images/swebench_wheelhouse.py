@@ -13,9 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from swe_rl.images.swebench_build import Progress, Session, _plan, read_rows
-from swe_rl.images.swebench_env import load_overrides
-from swe_rl.images.swebench_images import ImageInputError, Instance, load_spec_table, source_of, source_sha256
+from swe_rl.images.swebench_build import Progress, Session, _plan, open_inputs
+from swe_rl.images.swebench_images import ImageInputError, Instance, source_sha256
 from swe_rl.images.swebench_stage import StagedSource
 from swe_rl.images.swebench_wheels import cache_dir
 
@@ -59,17 +58,11 @@ def fill_wheelhouse(inputs: str | Path, ids: list[str] | None = None, *, check: 
                     progress: Progress | None = None) -> list[Filled]:  # fmt: skip
     """Fill (or with `check`, verify offline) the cached locks and wheels of every (or the named) row; one line
     per instance on stderr. Bad inputs of one row fail that row only, with the reason."""
-    inputs = Path(inputs)
-    rows = read_rows(inputs, ids)
-    table = load_spec_table(inputs / "wheels", inputs / "specs.json")
-    s = Session(inputs, table, load_overrides(), False, progress or Progress(), offline=check)
+    s, instances = open_inputs(inputs, ids, progress=progress, offline=check)
     out = []
-    for row in rows:
-        iid = str(row.get("instance_id", "?"))
-        try:
-            inst = Instance(row, table.spec(row), source_of(inputs, iid))
-        except ImageInputError as e:
-            out.append(Filled(iid, "failed", error=str(e)))
+    for iid, inst in instances:
+        if isinstance(inst, ImageInputError):
+            out.append(Filled(iid, "failed", error=str(inst)))
         else:
             with s.progress.building(f"wheels of {iid}"):
                 out.append(fill_one(inst, s))
