@@ -77,6 +77,8 @@ def test_gold_resolves_with_no_label(iid, real_tasks, real_manifest):
     )
     assert gold.suspicious == () and integrity.get("violations") == [], (gold.suspicious, integrity)
     assert integrity.get("harness_restored") == [] and integrity.get("runner_restored") == [], integrity
+    if unresolvable:  # the probe run follows only a verdict that would be resolved (grader design)
+        return
     probe = integrity.get("probe", {})
     # every shared instance has an observer (sphinx's `tox --current-env`: through the env's .pth file)
     assert probe.get("status") == "ran", integrity
