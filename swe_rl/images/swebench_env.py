@@ -17,6 +17,7 @@ import hashlib
 import json
 import re
 import shlex
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,6 +279,19 @@ def project_line(spec: dict[str, Any], testbed: Path) -> str:
     return f"-e {testbed}{extras}"
 
 
+def build_wheels(build: list[str], base: BaseInfo, wheels: Path, what: str, offline: bool) -> list[Path]:
+    """Wheels only, not installed: what pip's isolated build of the project takes from the env's wheelhouse."""
+    from swe_rl.images.swebench_wheels import lock_env
+
+    if not build:
+        return []
+    with tempfile.TemporaryDirectory(prefix="swe-rl-build-reqs-") as empty:  # no project in these lines
+        key = [*build, "build"]
+        return lock_env(
+            build, Path(empty), key, base.python, base.glibc, wheels, f"{what} build", offline=offline
+        )[1]
+
+
 def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inputs: Path, testbed: Path,
              source_id: str, base: BaseInfo, python: PythonChoice, fixes: dict[str, Any], pypi_base: list[str],
              prepare: Callable[[], object], source: Path, offline: bool = False) -> tuple[EnvPlan, list[str]]:  # fmt: skip
@@ -320,18 +334,8 @@ def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inp
     what = f"{iid} (Python {base.python})"
     pins, plan.wheels = lock_env(lines, testbed, key_parts, base.python, base.glibc, wheels, what, prepare,
                                  plan.build_env, offline)  # fmt: skip
-    if fixes.get("build_requirements"):  # wheels only: pip's isolated build of the project takes them offline
-        build = list(fixes["build_requirements"])
-        _, extra = lock_env(
-            build,
-            testbed,
-            [*build, "build"],
-            base.python,
-            base.glibc,
-            wheels,
-            f"{what} build",
-            offline=offline,
-        )
-        plan.wheels = sorted({*plan.wheels, *extra})
+    plan.wheels = sorted(
+        {*plan.wheels, *build_wheels(fixes.get("build_requirements", []), base, wheels, what, offline)}
+    )
     plan.lock, plan.wheels_from = pins, "pypi"
     return plan, local
