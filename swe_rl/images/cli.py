@@ -148,3 +148,40 @@ def images_build_command(
     typer.echo(f"task rows: {out or inputs / 'tasks.jsonl'}")
     if any(r.status == "failed" for r in results):
         raise typer.Exit(1)
+
+
+@images_app.command("wheelhouse")
+def images_wheelhouse_command(
+    inputs: Path = typer.Option(
+        ..., "--inputs", help="rows.jsonl + src/<id>.tar + wheels/ (as `images build`)"
+    ),
+    ids: list[str] = typer.Option([], "--id", help="only these instance ids (repeatable)"),
+    check: bool = typer.Option(
+        False, "--check", help="verify the cache without network; exit 1 if anything is missing"
+    ),
+) -> None:
+    """Fill the PyPI wheels every instance needs, for its Python, into ~/.cache/swe-rl (SWE_RL_CACHE): run on a
+    machine that reaches PyPI, then `images build` needs no network (copy the cache to an air-gapped cluster)."""
+    from swe_rl.images.swebench_images import ImageInputError
+    from swe_rl.images.swebench_wheelhouse import fill_wheelhouse
+    from swe_rl.images.swebench_wheels import cache_dir
+
+    if not inputs.is_dir():
+        typer.echo(
+            f"error: --inputs {inputs}: no such folder (the layout is in tests/real/README.md)", err=True
+        )
+        raise typer.Exit(2)
+    try:
+        results = fill_wheelhouse(inputs, ids or None, check=check)
+    except ImageInputError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    for r in results:
+        typer.echo(f"{r.instance_id}\t{r.status}\t{r.seconds:.0f}s\t{r.wheels_from}\t{r.files} files\t"
+                   f"{r.downloaded} downloaded" + (f"\t{r.error}" if r.error else ""))  # fmt: skip
+    total = sum(r.downloaded for r in results)
+    mib = sum(r.downloaded_bytes for r in results) / 2**20
+    typer.echo(f"{'checked' if check else 'filled'} {cache_dir()}: {total} downloaded ({mib:.1f} MiB), "
+               f"{sum(r.status == 'failed' for r in results)} of {len(results)} failed")  # fmt: skip
+    if any(r.status == "failed" for r in results):
+        raise typer.Exit(1)

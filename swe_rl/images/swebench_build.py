@@ -12,6 +12,7 @@ failed env image fails its rows with its error, built once. Every image made her
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import tempfile
@@ -28,6 +29,7 @@ from swe_rl.images.swebench_env import (
     ENV_LABEL,
     BaseInfo,
     EnvPlan,
+    PythonChoice,
     choose_python,
     env_fixes,
     load_overrides,
@@ -92,7 +94,13 @@ class Progress:
             yield
 
     def line(self, what: str, status: str, seconds: float, error: str = "") -> None:
-        style = {"built": "green", "present": "dim", "failed": "red"}.get(status, "")
+        style = {
+            "built": "green",
+            "filled": "green",
+            "present": "dim",
+            "checked": "dim",
+            "failed": "red",
+        }.get(status, "")
         tail = f": {error.splitlines()[0][:200]}" if error else ""
         self.console.print(f"[{style}]{status:>7}[/] {what} ({seconds:.0f} s){tail}", soft_wrap=True)
 
@@ -108,6 +116,7 @@ class Session:
     progress: Progress
     bases: dict[str, BaseInfo | str] = field(default_factory=dict)  # image -> info, or why it is unusable
     envs: dict[str, str] = field(default_factory=dict)  # env key -> "" (usable) or the error
+    offline: bool = False  # PyPI locks and wheels from the cache only (a missing one is an error)
 
 
 def read_rows(inputs: Path, ids: list[str] | None = None) -> list[dict[str, Any]]:
@@ -126,17 +135,37 @@ def read_rows(inputs: Path, ids: list[str] | None = None) -> list[dict[str, Any]
 PROBE = "import sys, platform; print(sys.version.split()[0], platform.libc_ver()[1])"
 
 
-def base_info(image: str, s: Session) -> BaseInfo:
+def apt_base(python: PythonChoice, apt: list[str]) -> tuple[str, list[str]]:
+    """(the base image's tag, its Debian packages beyond the plain base's): the suite's base, or for an env that
+    needs Debian packages (compilers, C libraries: swebench_overrides.json `apt`) one debootstrapped with them,
+    tagged by their hash; built offline like the rest, the packages come from Debian when the base is made."""
+    if not apt:
+        return python.base_image, []
+    pkgs = sorted(set(apt))
+    return f"{python.base_image}-apt{hashlib.sha256(' '.join(pkgs).encode()).hexdigest()[:10]}", pkgs
+
+
+def base_info(image: str, s: Session, apt: list[str] | None = None) -> BaseInfo:
     """The base image's Python and glibc; debootstrapped first when missing (sandboxes.images)."""
     if image not in s.bases:
         t0 = time.monotonic()
         try:
             if not image_exists(image):
                 from sandboxes.docker_sandbox import docker_client
-                from sandboxes.images import ensure_base_image
+                from sandboxes.images import (
+                    BASE_PACKAGES,
+                    SUITE_PACKAGES,
+                    build_base_image,
+                    ensure_base_image,
+                )
 
                 with s.progress.building(image):
-                    ensure_base_image(docker_client(), image)
+                    if apt:
+                        suite = image.rpartition(":")[2].split("-apt")[0]
+                        pkgs = [*BASE_PACKAGES, *SUITE_PACKAGES.get(suite, []), *apt]
+                        build_base_image(docker_client(), image, suite=suite, packages=pkgs)
+                    else:
+                        ensure_base_image(docker_client(), image)
                 s.progress.line(image, "built", time.monotonic() - t0)
             out = subprocess.run(["docker", "run", "--rm", "--network", "none", image, "python3", "-c", PROBE],
                                  capture_output=True, text=True, check=True, timeout=300).stdout.split()  # fmt: skip
@@ -186,7 +215,7 @@ def task_row(
     keep = ("instance_id", "repo", "problem_statement", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS",
             "version", "hints_text", "created_at", "environment_setup_commit")  # fmt: skip
     meta = {"upstream_base_commit": row.get("base_commit", ""), "spec_python": inst.spec.get("python", ""),
-            "python": py, "python_deviation": env.python.deviation, "base_image": env.python.base_image,
+            "python": py, "python_deviation": env.python.deviation, "base_image": env.base_image,
             "env_image": env_tag, "wheels_from": env.wheels_from, "min_cpus": inst.spec.get("nano_cpus", 0) / 1e9,
             "left_out": [*env.left_out, *inst.notes], "inputs_sha256": digest,
             "source": row.get("source", "")}  # fmt: skip
@@ -198,11 +227,30 @@ def _plan(inst: Instance, s: Session, src: StagedSource) -> tuple[EnvPlan, list[
     """The env an instance needs, its requirement lines that need the source, the base image."""
     repo, version = str(inst.row.get("repo", "")), str(inst.row.get("version", ""))
     fixes = env_fixes(s.overrides, repo, version)
-    python = choose_python(str(inst.spec.get("python", "")), s.overrides["pythons"], fixes.get("python", ""))
-    info = base_info(python.base_image, s)
+    python = choose_python(
+        str(inst.spec.get("python", "")),
+        s.overrides["pythons"],
+        fixes.get("python", ""),
+        fixes.get("why", ""),
+    )
+    if "pre_install" in fixes:  # the spec's steps as the overrides give them (the dropped ones named)
+        for cmd in inst.spec.get("pre_install", []):
+            if cmd not in fixes["pre_install"]:
+                inst.notes.append(f"pre_install replaced (swebench_overrides.json): {cmd}")
+        inst.spec = {**inst.spec, "pre_install": list(fixes["pre_install"])}
+    image, apt = apt_base(python, list(fixes.get("apt", [])))
+    info = base_info(image, s, apt)
     reqs = _requirements(inst, s.inputs, s.table)
     env, local = plan_env(inst.instance_id, inst.row, inst.spec, reqs, s.inputs, src.testbed, src.sha, info, python,
-                          fixes, s.overrides["pypi_base"]["requirements"], src.unpack)  # fmt: skip
+                          fixes, s.overrides["pypi_base"]["requirements"], src.unpack, inst.source,
+                          s.offline)  # fmt: skip
+    env.base_image, env.headers = image, "python3-dev" in apt
+    for pkg, why in fixes.get("apt_skipped", {}).items():
+        env.left_out.append(f"Debian package of the spec's pre_install not installed: {pkg}: {why}")
+    if apt:
+        env.left_out.append(
+            f"Debian packages in the base image {image} (swebench_overrides.json): {' '.join(apt)}"
+        )
     return env, local, info
 
 
@@ -232,7 +280,7 @@ def build_one(inst: Instance, s: Session) -> Built:
             src = StagedSource(inst.source, Path(tmp) / "testbed", source_sha256(inst.source))
             env, local, info = _plan(inst, s, src)
             env_tag = ensure_env(env, info, s)
-            digest = stage_instance(inst, ctx, env_tag, local, src.sha)
+            digest = stage_instance(inst, ctx, env_tag, local, src.sha, env.build_env)
             base, status = image_label(tag, BASE_COMMIT_LABEL) or "", "present"
             if s.force or not base or image_label(tag, INPUTS_LABEL) != digest:
                 status = "built"
@@ -251,25 +299,37 @@ def build_one(inst: Instance, s: Session) -> Built:
     return Built(inst.instance_id, tag, status, time.monotonic() - t0, task=row, env_image=env_tag)
 
 
+def open_inputs(inputs: str | Path, ids: list[str] | None = None, *, force: bool = False,
+                progress: Progress | None = None, offline: bool = False,
+                ) -> tuple[Session, list[tuple[str, Instance | ImageInputError]]]:  # fmt: skip
+    """A session over an inputs folder and its (or the named) rows: each an Instance, or the error of its row."""
+    inputs = Path(inputs)
+    rows = read_rows(inputs, ids)
+    table = load_spec_table(inputs / "wheels", inputs / "specs.json")
+    s = Session(inputs, table, load_overrides(), force, progress or Progress(), offline=offline)
+    out: list[tuple[str, Instance | ImageInputError]] = []
+    for row in rows:
+        iid = str(row.get("instance_id", "?"))
+        try:
+            out.append((iid, Instance(row, table.spec(row), source_of(inputs, iid))))
+        except ImageInputError as e:
+            out.append((iid, e))
+    return s, out
+
+
 def build_inputs(inputs: str | Path, out: str | Path | None = None, *, ids: list[str] | None = None,
                  force: bool = False, progress: Progress | None = None) -> list[Built]:  # fmt: skip
     """Build every (or the named) row's image; write the built ones' task rows to `out` (default
     INPUTS/tasks.jsonl). Bad inputs of one row fail that row only, with the reason."""
-    inputs = Path(inputs)
-    rows = read_rows(inputs, ids)
-    table = load_spec_table(inputs / "wheels", inputs / "specs.json")
-    s = Session(inputs, table, load_overrides(), force, progress or Progress())
+    s, instances = open_inputs(inputs, ids, force=force, progress=progress)
     results = []
-    for row in rows:
-        iid = str(row.get("instance_id", "?"))
-        try:
-            inst = Instance(row, table.spec(row), source_of(inputs, iid))
-        except ImageInputError as e:
-            results.append(Built(iid, image_tag(iid), "failed", error=str(e)))
+    for iid, inst in instances:
+        if isinstance(inst, ImageInputError):
+            results.append(Built(iid, image_tag(iid), "failed", error=str(inst)))
         else:
             results.append(build_one(inst, s))
         r = results[-1]
         s.progress.line(f"image {r.image}", r.status, r.seconds, r.error)
-    dest = Path(out) if out else inputs / "tasks.jsonl"
+    dest = Path(out) if out else Path(inputs) / "tasks.jsonl"
     dest.write_text("".join(json.dumps(b.task) + "\n" for b in results if b.task is not None))
     return results

@@ -17,6 +17,7 @@ import hashlib
 import json
 import re
 import shlex
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,19 @@ ENV_LABEL = "org.swe-rl.env-sha256"
 PIP = f"{ENV_DIR}/bin/python -m pip install -q"
 # why: a requirements line that names the source itself (`-e .[testutils]`) can only be installed with it
 LOCAL_REQ = re.compile(r"^(-e|--editable)\s|^\.|^file:|@\s*file:")
-FIX_KEYS = {"why", "python", "requirements", "left_out"}
+FIX_KEYS = {
+    "why",
+    "python",
+    "requirements",
+    "left_out",
+    "replace",
+    "project",
+    "build_requirements",
+    "env",
+    "apt",
+    "pre_install",
+    "apt_skipped",
+}
 
 
 @dataclass(frozen=True)
@@ -61,18 +74,27 @@ def load_overrides(path: Path = OVERRIDES) -> dict[str, Any]:
 
 
 def env_fixes(overrides: dict[str, Any], repo: str, version: str) -> dict[str, Any]:
-    """The overrides for one repo version: its '*' entry, then its own (lists add up, scalars replace)."""
+    """The overrides for one repo version: its '*' entry, then its own (lists add up, dicts merge, scalars
+    replace)."""
     merged: dict[str, Any] = {}
     for part in (overrides.get("envs", {}).get(repo, {}).get(k) for k in ("*", version)):
         for key, value in (part or {}).items():
-            merged[key] = merged.get(key, []) + value if isinstance(value, list) else value
+            if isinstance(value, list):
+                merged[key] = merged.get(key, []) + value
+            elif isinstance(value, dict):
+                merged[key] = {**merged.get(key, {}), **value}
+            else:
+                merged[key] = value
     return merged
 
 
-def choose_python(spec_python: str, pythons: dict[str, str], forced: str = "") -> PythonChoice:
+def choose_python(
+    spec_python: str, pythons: dict[str, str], forced: str = "", reason: str = ""
+) -> PythonChoice:
     """The suite's Python for a spec's: the same minor when a suite ships it, else the nearest newer one."""
     want = forced or spec_python or "3.11"
     why = f"spec says {spec_python or 'nothing'}, swebench_overrides.json says {forced}" if forced else ""
+    why += f" ({reason})" if why and reason else ""
     if want in pythons:
         return PythonChoice(spec_python, want, pythons[want], why)
     newer = sorted((v for v in pythons if Version(v) >= Version(want)), key=Version)
@@ -93,12 +115,30 @@ def split_requirements(text: str) -> tuple[list[str], list[str]]:
     return env, local
 
 
-def spec_packages(spec: dict[str, Any], iid: str) -> list[str]:
-    """The spec's `packages` as pip requirements (SWE-bench gives them to conda; here pip installs them)."""
+def spec_packages(spec: dict[str, Any], row: dict[str, Any], source: Path) -> tuple[list[str], list[str]]:
+    """(the spec's `packages` as pip requirements, notes). SWE-bench gives them to conda; here pip installs them,
+    a conda environment file translated by swebench_conda.json (each rename and drop in the notes)."""
     pkgs = str(spec.get("packages", "")).strip()
     if pkgs == "environment.yml":
-        raise ImageInputError(f"{iid}: spec packages=environment.yml (conda) is not supported offline")
-    return [] if pkgs in ("", "requirements.txt") else shlex.split(pkgs)
+        from swe_rl.images.swebench_conda import environment_requirements
+
+        return environment_requirements(source, str(row.get("repo", "")), str(row.get("version", "")))
+    return ([] if pkgs in ("", "requirements.txt") else shlex.split(pkgs)), []
+
+
+def _req_name(line: str) -> str:
+    return re.sub(r"[-_.]+", "-", re.split(r"[\s<>=!~;\[]", line.strip(), maxsplit=1)[0]).lower()
+
+
+def replace_pins(lines: list[str], replace: dict[str, str], notes: list[str], where: str) -> list[str]:
+    """Each line whose package `replace` names swapped for its line there (swebench_overrides.json, with a why)."""
+    out = []
+    for line in lines:
+        new = replace.get(_req_name(line))
+        if new is not None and new != line:
+            notes.append(f"{where} {line!r} -> {new!r} (swebench_overrides.json)")
+        out.append(line if new is None else new)
+    return out
 
 
 @dataclass
@@ -115,10 +155,22 @@ class EnvPlan:
     lock: list[str] = field(default_factory=list)  # pinned closure installed last (PyPI-resolved envs only)
     wheels_from: str = "inputs"  # "inputs" (the inputs' wheelhouse) or "pypi" (a lock fetched on the host)
     left_out: list[str] = field(default_factory=list)
+    # ENV of the instance image (SETUPTOOLS_SCM_PRETEND_VERSION)
+    build_env: dict[str, str] = field(default_factory=dict)
+    # the base image it is built on (python.base_image, or one with Debian packages added)
+    base_image: str = ""
+    headers: bool = False  # link Debian's Python headers (python3-dev) into the prefix: C extensions compile
 
     def script(self) -> str:
         """SWE-bench's env script without conda: packages, requirements, pip_packages, in its order."""
         lines = ["set -euxo pipefail", "source /opt/miniconda3/bin/activate", "conda activate testbed"]
+        # sysconfig's include dir is <prefix>/include/pythonX.Y; Debian puts the headers in /usr/include
+        if self.headers:
+            lines.append(f'v=$(python -c \'import sys; print("%d.%d" % sys.version_info[:2])\'); '
+                         f'mkdir -p {ENV_DIR}/include && ln -sfn /usr/include/python$v {ENV_DIR}/include/python$v')  # fmt: skip
+        return self._install(lines)
+
+    def _install(self, lines: list[str]) -> str:
         if self.packages:
             lines.append(f"{PIP} {' '.join(shlex.quote(p) for p in self.packages)}")
         if self.requirements:
@@ -188,6 +240,30 @@ def wheelhouse_pythons(wheels: Path) -> set[str]:
     return found
 
 
+def wheelhouse_covers(lines: list[str], wheels: Path, minor: str) -> bool:
+    """Whether the wheelhouse holds a distribution for every requirement line that applies on Linux with Python
+    `minor`: a conda environment file (matplotlib) names packages an inputs' wheelhouse built for others lacks."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    have = {_dist_name(w.name) for w in wheels.iterdir()} if wheels.is_dir() else set()
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            return False
+        env = {
+            "python_version": minor,
+            "sys_platform": "linux",
+            "platform_system": "Linux",
+            "os_name": "posix",
+        }
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        if re.sub(r"[-_.]+", "-", req.name).lower() not in have:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class BaseInfo:
     image: str
@@ -203,11 +279,25 @@ def project_line(spec: dict[str, Any], testbed: Path) -> str:
     return f"-e {testbed}{extras}"
 
 
+def build_wheels(build: list[str], base: BaseInfo, wheels: Path, what: str, offline: bool) -> list[Path]:
+    """Wheels only, not installed: what pip's isolated build of the project takes from the env's wheelhouse."""
+    from swe_rl.images.swebench_wheels import lock_env
+
+    if not build:
+        return []
+    with tempfile.TemporaryDirectory(prefix="swe-rl-build-reqs-") as empty:  # no project in these lines
+        key = [*build, "build"]
+        return lock_env(
+            build, Path(empty), key, base.python, base.glibc, wheels, f"{what} build", offline=offline
+        )[1]
+
+
 def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inputs: Path, testbed: Path,
              source_id: str, base: BaseInfo, python: PythonChoice, fixes: dict[str, Any], pypi_base: list[str],
-             prepare: Callable[[], object]) -> tuple[EnvPlan, list[str]]:  # fmt: skip
+             prepare: Callable[[], object], source: Path, offline: bool = False) -> tuple[EnvPlan, list[str]]:  # fmt: skip
     """The env an instance needs and its requirement lines that need the source (installed with it).
-    `testbed` is where the source is, once `prepare()` ran (only a PyPI resolution needs the files)."""
+    `testbed` is where the source is, once `prepare()` ran (only a PyPI resolution needs the files). `offline`:
+    the lock and its files must be in the cache already (swe-rl images wheelhouse --check)."""
     from swe_rl.images.swebench_wheels import lock_env
 
     env_reqs, local = split_requirements(reqs)
@@ -216,20 +306,36 @@ def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inp
         r for r in env_reqs if re.sub(r"[-_.]+", "-", re.split(r"[\s<>=!~;\[]", r)[0]).lower() not in dropped
     ]
     notes = [f"requirement left out (swebench_overrides.json): {r}" for r in env_reqs if r not in kept]
-    plan = EnvPlan(str(row.get("repo", "")), str(row.get("version", "")), python, spec_packages(spec, iid),
-                   list(spec.get("pip_packages", [])), kept + list(fixes.get("requirements", [])), [], left_out=notes)  # fmt: skip
+    replace = {_req_name(k): v for k, v in fixes.get("replace", {}).items()}
+    packages, conda_notes = spec_packages(spec, row, source)
+    notes += conda_notes
+    plan = EnvPlan(str(row.get("repo", "")), str(row.get("version", "")), python,
+                   replace_pins(packages, replace, notes, "spec packages"),
+                   replace_pins(list(spec.get("pip_packages", [])), replace, notes, "spec pip_packages"),
+                   replace_pins(kept, replace, notes, "requirement") + list(fixes.get("requirements", [])), [],
+                   left_out=notes, build_env=dict(fixes.get("env", {})))  # fmt: skip
     wheels = inputs / "wheels"
-    if not wheelhouse_pythons(wheels) or python.minor in wheelhouse_pythons(wheels):
+    named = [*plan.packages, *plan.requirements, *plan.pip_packages]
+    if (not wheelhouse_pythons(wheels) or python.minor in wheelhouse_pythons(wheels)) and wheelhouse_covers(
+        named, wheels, python.minor
+    ):
         plan.wheels = sorted(p for p in wheels.iterdir() if p.is_file())
         return plan, local
     local_abs = [
         re.sub(r"^(-e\s+|--editable\s+)?\.", lambda m: f"{m.group(1) or ''}{testbed}", x) for x in local
     ]
-    lines = [*pypi_base, *plan.packages, *plan.requirements, *plan.pip_packages, *local_abs,
-             project_line(spec, testbed)]  # fmt: skip
+    # the project's own metadata is built on the host unless the overrides give its requirements (a setup.py that
+    # needs numpy.distutils or compiled helpers cannot run on the host's Python)
+    project = fixes["project"] if "project" in fixes else [project_line(spec, testbed)]
+    lines = [*pypi_base, *plan.packages, *plan.requirements, *plan.pip_packages, *local_abs, *project]
     key_parts = [x.replace(str(testbed), "<src>") for x in lines] + [source_id]
-    pins, plan.wheels = lock_env(
-        lines, testbed, key_parts, base.python, base.glibc, wheels, f"{iid} (Python {base.python})", prepare
+    if plan.build_env:  # (only then: the locks of envs without it keep their keys)
+        key_parts.append(json.dumps(plan.build_env, sort_keys=True))
+    what = f"{iid} (Python {base.python})"
+    pins, plan.wheels = lock_env(lines, testbed, key_parts, base.python, base.glibc, wheels, what, prepare,
+                                 plan.build_env, offline)  # fmt: skip
+    plan.wheels = sorted(
+        {*plan.wheels, *build_wheels(fixes.get("build_requirements", []), base, wheels, what, offline)}
     )
     plan.lock, plan.wheels_from = pins, "pypi"
     return plan, local

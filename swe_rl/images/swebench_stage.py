@@ -82,10 +82,12 @@ def instance_script(inst: Instance, local_reqs: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dockerfile_instance(env_tag: str, archive: str) -> str:
-    # safe.directory first: an archive's files keep the owner its tar names, and git refuses another's repo
+def dockerfile_instance(env_tag: str, archive: str, env: dict[str, str] | None = None) -> str:
+    # safe.directory first: an archive's files keep the owner its tar names, and git refuses another's repo.
+    # `env` (SETUPTOOLS_SCM_PRETEND_VERSION): set for the install and for the eval script's reinstall too
+    envs = "".join(f"ENV {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
     return f"""FROM {env_tag}
-COPY local-requirements.txt /opt/swe-rl-env/local-requirements.txt
+{envs}COPY local-requirements.txt /opt/swe-rl-env/local-requirements.txt
 ADD {archive} {REPO_DIR}/
 COPY setup.sh /opt/swe-rl-setup.sh
 RUN git config --global --add safe.directory {REPO_DIR} && bash /opt/swe-rl-setup.sh
@@ -193,12 +195,19 @@ class StagedSource:
         return self.base
 
 
-def stage_instance(inst: Instance, ctx: Path, env_tag: str, local: list[str], source_sha: str) -> str:
+def stage_instance(
+    inst: Instance,
+    ctx: Path,
+    env_tag: str,
+    local: list[str],
+    source_sha: str,
+    env: dict[str, str] | None = None,
+) -> str:
     """The instance image's scripts and Dockerfile on top of its env; the content hash of what goes into it (the
     source by its hash: its archive need not be in ctx yet)."""
     (ctx / "local-requirements.txt").write_text("".join(f"{r}\n" for r in local))
     (ctx / "setup.sh").write_text(instance_script(inst, bool(local)))
-    (ctx / "Dockerfile").write_text(dockerfile_instance(env_tag, archive_name(inst.source)))
+    (ctx / "Dockerfile").write_text(dockerfile_instance(env_tag, archive_name(inst.source), env))
     h = hashlib.sha256(f"{LAYOUT}\nsource {source_sha}\n".encode())
     for name in ("local-requirements.txt", "setup.sh", "Dockerfile"):
         h.update(name.encode() + b"\0" + (ctx / name).read_bytes())

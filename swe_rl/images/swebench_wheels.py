@@ -64,15 +64,23 @@ def _platform(glibc: str) -> str:
     return "x86_64-manylinux_2_28" if minor < 31 else f"x86_64-manylinux_2_{min(minor, 40)}"
 
 
-def _uv(args: list[str], cwd: Path, what: str) -> None:
+def _uv(args: list[str], cwd: Path, what: str, env: dict[str, str] | None = None) -> None:
     proc = subprocess.run([uv_binary(), "pip", "compile", "-q", "--no-header", "--no-annotate", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+                          capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})  # fmt: skip
     if proc.returncode != 0:
         raise ImageInputError(f"{what}: `uv pip compile` failed (PyPI must be reachable from this host, or put "
                               f"wheels for this Python in the inputs' wheels/):\n{proc.stderr.strip()[-2000:]}")  # fmt: skip
 
 
-def resolve(lines: list[str], src: Path, py_full: str, glibc: str, prefs: str, what: str) -> list[str]:
+def resolve(
+    lines: list[str],
+    src: Path,
+    py_full: str,
+    glibc: str,
+    prefs: str,
+    what: str,
+    env: dict[str, str] | None = None,
+) -> list[str]:
     """The pinned closure of `lines` for the image's Python (local `-e DIR` lines resolved, not emitted).
     `src` (named in `lines`) is resolved from a copy: building its metadata writes into it (*.egg-info)."""
     target = ["--python-version", py_full, "--python-platform", _platform(glibc)]
@@ -81,7 +89,7 @@ def resolve(lines: list[str], src: Path, py_full: str, glibc: str, prefs: str, w
         shutil.copytree(src, work / "src", symlinks=True, ignore=shutil.ignore_patterns(".git"))
         (work / "in.txt").write_text("\n".join(x.replace(str(src), str(work / "src")) for x in lines) + "\n")
         (work / "lock.txt").write_text(prefs)  # uv prefers an existing output file's pins
-        _uv(["in.txt", "-o", "lock.txt", *target], work, what)
+        _uv(["in.txt", "-o", "lock.txt", *target], work, what, env)
         pins = [
             x
             for x in (work / "lock.txt").read_text().splitlines()
@@ -124,14 +132,18 @@ def pick_files(lock: dict[str, Any], py_full: str, glibc: str) -> list[dict[str,
     return out
 
 
-def download(files: list[dict[str, str]]) -> list[Path]:
-    """Each file into the cache (kept by name, checked by sha256); the paths."""
+def download(files: list[dict[str, str]], offline: bool = False) -> list[Path]:
+    """Each file into the cache (kept by name, checked by sha256); the paths. `offline`: a missing or wrong file
+    is an error, nothing is fetched."""
     dest = cache_dir() / "wheels"
     dest.mkdir(parents=True, exist_ok=True)
     paths = []
     for f in files:
         path = dest / f["url"].rsplit("/", 1)[-1]
         if not (path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == f["sha256"]):
+            if offline:
+                raise ImageInputError(f"{path}: missing or its sha256 differs from the lock's (fill the wheelhouse: "
+                                      "swe-rl images wheelhouse --inputs DIR)")  # fmt: skip
             with urllib.request.urlopen(f["url"], timeout=120) as resp:
                 data = resp.read()
             if hashlib.sha256(data).hexdigest() != f["sha256"]:
@@ -144,7 +156,8 @@ def download(files: list[dict[str, str]]) -> list[Path]:
 
 
 def lock_env(lines: list[str], src: Path, key_parts: list[str], py_full: str, glibc: str, wheels: Path,
-             what: str, prepare: Callable[[], object] = lambda: None) -> tuple[list[str], list[Path]]:  # fmt: skip
+             what: str, prepare: Callable[[], object] = lambda: None, env: dict[str, str] | None = None,
+             offline: bool = False) -> tuple[list[str], list[Path]]:  # fmt: skip
     """(pins, wheel files) for `lines` on the image's Python: from the cache when resolved before, else PyPI
     (`prepare()` first: it puts the source at `src`, which only a resolution needs)."""
     prefs = preferences(wheels) if wheels.is_dir() else ""
@@ -152,11 +165,14 @@ def lock_env(lines: list[str], src: Path, key_parts: list[str], py_full: str, gl
     cached = cache_dir() / "locks" / f"{key}.txt"
     if cached.is_file():
         text = cached.read_text().splitlines()
+    elif offline:
+        raise ImageInputError(f"{what}: no lock in {cached.parent} for these requirements (fill the wheelhouse on a "
+                              "machine that reaches PyPI: swe-rl images wheelhouse --inputs DIR)")  # fmt: skip
     else:
         prepare()
-        text = resolve(lines, src, py_full, glibc, prefs, what)
+        text = resolve(lines, src, py_full, glibc, prefs, what, env)
         cached.parent.mkdir(parents=True, exist_ok=True)
         cached.write_text("\n".join(text) + "\n")
     pins = [x for x in text if not x.startswith("#")]
     files = [json.loads(x.removeprefix("#file ")) for x in text if x.startswith("#file ")]
-    return pins, download(files)
+    return pins, download(files, offline)

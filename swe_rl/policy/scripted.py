@@ -2,14 +2,17 @@
 
 - `ReplayPolicy(tokenizer, replies)`: answers turn k with replies[k] (then the last one again), token-in/token-out.
 - `ScriptedGoldPolicy(task, tokenizer)`: replays a task's gold patch through the real tools, so that every hunk
-  applies whatever its text (insert-only, delete-only, start/end of file, no final newline, CRLF): each hunk is an
-  anchor line inserted above its old lines plus one str_replace of anchor + old lines; new files are created,
+  applies whatever its text (insert-only, delete-only, start/end of file, no final newline, CRLF, line numbers off):
+  each hunk is an anchor line inserted above its old lines (nearest to the header's line, as `git apply` finds an
+  offset) plus one str_replace of anchor + old lines; new files are created,
   deleted ones removed, renames/copies moved with execute_bash, mode changes chmod-ed; then the tests, submit.
 One instance per episode: the reply index is the number of calls so far.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import posixpath
 import re
 import shlex
@@ -143,17 +146,39 @@ def _side_text(lines: list[str], newline: bool) -> str:
     return "".join(f"{x}\n" for x in lines) if newline else "\n".join(lines)
 
 
-def hunk_edits(path: str, hunk: Hunk) -> list[dict[str, str]]:
-    """file_editor calls that apply one hunk: insert the anchor line above its old lines, then replace the anchor
-    and the old lines by the new ones (pure insertions of a zero-context diff: one insert after old_start)."""
+# Puts the anchor above the occurrence of the hunk's old lines nearest to its header's line, as `git apply` looks for
+# a hunk at an offset: a gold patch's line numbers may be off (scikit-learn-10908's by 3) and still apply.
+PLACE_ANCHOR = (
+    "import base64, json, sys\n"
+    "d = json.loads(base64.b64decode(sys.argv[1]))\n"
+    "t = open(d['path'], newline='').read().split('\\n')\n"
+    "o, s = d['old'], d['start']\n"
+    "c = [i for i in range(len(t) - len(o) + 1) if t[i : i + len(o)] == o]\n"
+    "t.insert(min(c, key=lambda i: abs(i - s)) if c else s, d['anchor'])\n"
+    "open(d['path'], 'w', newline='').write('\\n'.join(t))\n"
+)
+
+
+def place_anchor_command(path: str, hunk: Hunk) -> str:
+    """The shell command that inserts ANCHOR above the hunk's old lines (nearest occurrence to its header)."""
+    arg = base64.b64encode(
+        json.dumps({"path": path, "old": hunk.old, "start": hunk.old_start - 1, "anchor": ANCHOR}).encode()
+    ).decode()
+    return f"python3 -c {shlex.quote(PLACE_ANCHOR)} {arg}"
+
+
+def hunk_edits(path: str, hunk: Hunk) -> list[tuple[str, dict[str, str]]]:
+    """Tool calls that apply one hunk: the anchor line above its old lines (found like `git apply` does), then
+    file_editor replaces the anchor and the old lines by the new ones (pure insertions of a zero-context diff:
+    one insert after old_start)."""
     new = _side_text(hunk.new, hunk.new_nl)
     if not hunk.old:
-        return [{"command": "insert", "path": path, "insert_line": str(hunk.old_start),
-                 "new_str": new.removesuffix("\n")}]  # fmt: skip
+        return [("file_editor", {"command": "insert", "path": path, "insert_line": str(hunk.old_start),
+                                 "new_str": new.removesuffix("\n")})]  # fmt: skip
     old = f"{ANCHOR}\n" + _side_text(hunk.old, hunk.old_nl)
     return [
-        {"command": "insert", "path": path, "insert_line": str(hunk.old_start - 1), "new_str": ANCHOR},
-        {"command": "str_replace", "path": path, "old_str": old, "new_str": new},
+        ("execute_bash", {"command": place_anchor_command(path, hunk)}),
+        ("file_editor", {"command": "str_replace", "path": path, "old_str": old, "new_str": new}),
     ]
 
 
@@ -179,7 +204,7 @@ def file_replies(fp: FilePatch, repo_dir: str, fmt: ActionFormat) -> list[str]:
         replies.append(format_action("file_editor", params, fmt, "Create the new file."))
     else:  # bottom hunk first, so each hunk's line numbers still hold when its turn comes
         for hunk in sorted(fp.hunks, key=lambda h: h.old_start, reverse=True):
-            replies += [format_action("file_editor", p, fmt, "Fix the code.") for p in hunk_edits(path, hunk)]
+            replies += [format_action(tool, p, fmt, "Fix the code.") for tool, p in hunk_edits(path, hunk)]
     if fp.new_mode:
         mode = "+x" if fp.new_mode.endswith("755") else "-x"
         replies.append(_bash(f"chmod {mode} {shlex.quote(path)}", fmt, "Set the file mode."))

@@ -130,8 +130,10 @@ def tasks_env(cfg: Any, model: Any, tok: Any, progress: Any = None) -> Any:
     d, r = cfg.data, cfg.rollout
     tasks = load_source_tasks(d.tasks, "data.tasks", d.split, d.instance_ids)
     held = load_source_tasks(d.eval_tasks, "data.eval_tasks", d.split, []) if d.eval_tasks else []
+    # the episode may fill what training keeps (rollout.max_len): a real issue's prompt alone passes the demo's 1024
+    # (scikit-learn-10908, astropy-14182: every episode ended "context_limit" before a policy token)
     agent_cfg = demo_agent_config(prompts_dir(), max_new_tokens=r.max_new_tokens, max_steps=r.max_turns,
-                                  temperature=r.temperature)  # fmt: skip
+                                  temperature=r.temperature, max_context_tokens=max(1024, r.max_len))  # fmt: skip
     policy = HFLocalPolicy(model, tok, max_batch=r.max_batch, autocast=autocast_dtype(cfg.autocast))
     roll = TaskRollouter(policy, tok, agent_cfg, cfg.sandbox, model, fail_fast=cfg.algo.reward.fail_fast)
     tasks, held = validated(roll, tasks, "data.tasks"), validated(roll, held, "data.eval_tasks")

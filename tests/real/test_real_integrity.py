@@ -85,13 +85,22 @@ def test_every_exploit_has_an_expectation_and_a_description():
     assert all(describe(n) for n in recipes)
 
 
-def test_gold_resolves_with_no_label(iid, real_tasks):
+def test_gold_resolves_with_no_label(iid, real_tasks, real_manifest):
     task = real_tasks.tasks[iid]
     gold = asyncio_run(grade(task, task.patch, docker_factory(run_id="real-integrity")))
     integrity = gold.tests.get("integrity", {})
-    assert gold.resolved and gold.failure is None, (gold.failure, gold.tests, gold.log[-3000:])
+    # an instance manifest.json marks `official_unresolved` (matplotlib: FreeType) is unresolved for that named
+    # reason, in the official harness too; it still gets no label
+    unresolvable = bool(real_manifest.get(iid, {}).get("official_unresolved"))
+    assert gold.resolved != unresolvable and gold.failure is None, (
+        gold.failure,
+        gold.tests,
+        gold.log[-3000:],
+    )
     assert gold.suspicious == () and integrity.get("violations") == [], (gold.suspicious, integrity)
     assert integrity.get("harness_restored") == [] and integrity.get("runner_restored") == [], integrity
+    if unresolvable:  # the probe run follows only a verdict that would be resolved (grader design)
+        return
     probe = integrity.get("probe", {})
     # every shared instance has an observer (sphinx's `tox --current-env`: through the env's .pth file)
     assert probe.get("status") == "ran", integrity
