@@ -223,7 +223,7 @@ def task_row(
             "eval_script": eval_script(row, inst.spec, base), "log_parser": parser, "metadata": meta}  # fmt: skip
 
 
-def _plan(inst: Instance, s: Session, src: StagedSource) -> tuple[EnvPlan, list[str], BaseInfo]:
+def plan_instance(inst: Instance, s: Session, src: StagedSource) -> tuple[EnvPlan, list[str], BaseInfo]:
     """The env an instance needs, its requirement lines that need the source, the base image."""
     repo, version = str(inst.row.get("repo", "")), str(inst.row.get("version", ""))
     fixes = env_fixes(s.overrides, repo, version)
@@ -278,7 +278,7 @@ def build_one(inst: Instance, s: Session) -> Built:
             ctx = Path(tmp) / "ctx"  # what goes to the daemon; a host-side unpack stays beside it
             ctx.mkdir()
             src = StagedSource(inst.source, Path(tmp) / "testbed", source_sha256(inst.source))
-            env, local, info = _plan(inst, s, src)
+            env, local, info = plan_instance(inst, s, src)
             env_tag = ensure_env(env, info, s)
             digest = stage_instance(inst, ctx, env_tag, local, src.sha, env.build_env)
             base, status = image_label(tag, BASE_COMMIT_LABEL) or "", "present"

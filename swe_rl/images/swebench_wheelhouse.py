@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from swe_rl.images.swebench_build import Progress, Session, _plan, open_inputs
+from swe_rl.images.swebench_build import Progress, Session, open_inputs, plan_instance
 from swe_rl.images.swebench_images import ImageInputError, Instance, source_sha256
 from swe_rl.images.swebench_stage import StagedSource
 from swe_rl.images.swebench_wheels import cache_dir
@@ -42,7 +42,7 @@ def fill_one(inst: Instance, s: Session) -> Filled:
     try:
         with tempfile.TemporaryDirectory(prefix="swe-rl-wheelhouse-") as tmp:
             src = StagedSource(inst.source, Path(tmp) / "testbed", source_sha256(inst.source))
-            env, _, _ = _plan(inst, s, src)
+            env, _, _ = plan_instance(inst, s, src)
     except Exception as e:
         return Filled(
             inst.instance_id, "failed", seconds=time.monotonic() - t0, error=f"{type(e).__name__}: {e}"

@@ -120,3 +120,25 @@ def test_offline_check_names_the_missing_lock_and_file(tmp_path, monkeypatch):
         ImageInputError, match=r"six-1.16.0-py2.py3-none-any.whl: missing or its sha256 differs"
     ):
         swebench_wheels.download([{"url": url, "sha256": "0" * 64}], offline=True)
+
+
+def test_wheelhouse_cli_answers_bad_inputs_with_one_error(tmp_path):
+    """`swe-rl images wheelhouse` as a user types it from the repository root, relative paths: a folder that is not
+    there, and one without rows.jsonl, each get one error naming what was wrong (exit 2), and nothing is fetched."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    exe = str(Path(sys.executable).with_name("swe-rl"))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SWE_RL_CACHE": str(tmp_path / "cache")}
+    run = lambda *a: subprocess.run([exe, "images", "wheelhouse", *a], cwd=repo, env=env,  # noqa: E731
+                                    capture_output=True, text=True, timeout=120)  # fmt: skip
+    missing = run("--inputs", "no/such/inputs", "--check")
+    assert missing.returncode == 2 and "--inputs no/such/inputs: no such folder" in missing.stderr, (
+        missing.stderr
+    )
+    empty = tmp_path / "inputs"
+    empty.mkdir()
+    bad = run("--inputs", str(empty), "--check")
+    assert bad.returncode == 2 and "rows.jsonl" in bad.stderr, (bad.returncode, bad.stdout, bad.stderr)
+    assert not (tmp_path / "cache" / "wheels").exists()
