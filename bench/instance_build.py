@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from swe_rl.images.swebench_build import Progress, Session, _plan, build_instance, read_rows
+from swe_rl.images.swebench_build import Progress, Session, build_instance, plan_instance, read_rows
 from swe_rl.images.swebench_env import ENV_LABEL, load_overrides
 from swe_rl.images.swebench_images import Instance, load_spec_table, source_of, source_sha256
 from swe_rl.images.swebench_stage import (
@@ -66,7 +66,7 @@ def main(inputs: Path, iid: str, rounds: int) -> int:
     s = Session(inputs, table, load_overrides(), False, Progress())
     inst = Instance(row, table.spec(row), source_of(inputs, iid))
     with tempfile.TemporaryDirectory() as tmp:
-        env, local, info = _plan(
+        env, local, info = plan_instance(
             inst, s, StagedSource(inst.source, Path(tmp) / "t", source_sha256(inst.source))
         )
     key = env.key(info.image_id)
