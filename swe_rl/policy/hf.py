@@ -152,36 +152,68 @@ def _sample(
     *,
     use_top_p: bool | None = None,
     all_greedy: bool = False,
+    unit_temps: bool = False,
 ) -> tuple[Any, Any, Any]:
     """logits (B, V) -> (token (B,), logprob (B,), entropy (B,)) at each row's temperature.
 
-    `use_top_p` (host-side: some row has top_p < 1) saves a device sync per step; None = read it from top_ps.
-    `all_greedy` skips the draw off the CPU (every row takes the argmax). On the CPU the draw stays: it advances
-    torch's global generator, which later unseeded draws depend on."""
+    A sampled row draws one uniform per step (from its own generator when seeded, else torch's global one) and
+    inverts its CDF (float64 cumsum + searchsorted): one pass over the vocabulary, where `torch.multinomial` cost
+    ~45 ms a step on two CPU cores at Qwen's 151,936 rows (bench/generate.py). Greedy rows take the argmax; a step
+    whose rows are all greedy (`all_greedy`, host-side) draws nothing. `use_top_p` (host-side: some row has
+    top_p < 1) saves a device sync per step; None = read it from top_ps. `unit_temps` (host-side: every row's
+    temperature is 1, greedy rows' included) skips the division, a pass over (B, V)."""
     import torch
 
-    scaled = logits / temps[:, None]
+    scaled = logits if unit_temps else logits / temps[:, None]
     logp = torch.log_softmax(scaled, dim=-1)  # (B, V)
     probs = logp.exp()
-    entropy = -(probs * logp).sum(-1)
-    if all_greedy and logits.device.type != "cpu":
-        tok = logits.argmax(-1)
-        return tok, logp.gather(-1, tok[:, None]).squeeze(-1), entropy
-    sample_probs = probs
+    entropy = -torch.linalg.vecdot(probs, logp)  # sum(p * log p) without a (B, V) product in memory
+    argmax = logits.argmax(-1)
+    if all_greedy:
+        return argmax, logp.gather(-1, argmax[:, None]).squeeze(-1), entropy
     if bool((top_ps < 1.0).any()) if use_top_p is None else use_top_p:
-        sorted_p, idx = probs.sort(dim=-1, descending=True)
-        cum = sorted_p.cumsum(-1)
-        drop = (cum - sorted_p) > top_ps[:, None]  # keep the smallest prefix whose mass reaches top_p
-        sorted_p = sorted_p.masked_fill(drop, 0.0)
-        sample_probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
-    if any(g is not None for g in gens):
-        tok = torch.stack(
-            [torch.multinomial(sample_probs[i], 1, generator=g).squeeze(0) for i, g in enumerate(gens)]
-        )
+        idx, kept = _nucleus(probs, top_ps)
     else:
-        tok = torch.multinomial(sample_probs, 1).squeeze(-1)
-    tok = torch.where(greedy, logits.argmax(-1), tok)
+        idx, kept = None, probs
+    cdf = kept.double().cumsum(-1)
+    u = _uniforms(gens, logits.device)  # (B,) in (0, 1]: never lands on a token of probability 0
+    pos = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
+    tok = pos if idx is None else idx.gather(-1, pos[:, None]).squeeze(-1)
+    tok = torch.where(greedy, argmax, tok)
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1), entropy
+
+
+def _uniforms(gens: list[Any], device: Any) -> Any:
+    """One uniform in (0, 1] per row, float64: a seeded row's from its own generator (so its tokens do not depend
+    on which other rows share the batch), the others' from torch's global generator in one draw."""
+    import torch
+
+    free = [r for r, g in enumerate(gens) if g is None]
+    u = torch.empty(len(gens), dtype=torch.float64, device=device)
+    if free:
+        u[free] = torch.rand(len(free), dtype=torch.float64, device=device)
+    for r, g in enumerate(gens):
+        if g is not None:
+            u[r] = torch.rand(1, dtype=torch.float64, device=device, generator=g)[0]
+    return 1.0 - u
+
+
+def _nucleus(probs: Any, top_ps: Any, first_k: int = 256) -> tuple[Any, Any]:
+    """Top-p: the smallest set of most likely tokens whose mass reaches top_p, per row, as (token ids (B, K) in
+    descending probability, their probabilities with the rest zeroed (B, K)). The K most likely tokens come from
+    `topk` (K = 256, then x16, up to the whole vocabulary when a flat row needs it): a full sort of 151,936 rows costs
+    ~100 ms a step on two CPU cores; once the top K's mass exceeds top_p, no token beyond them can be kept."""
+    import torch
+
+    vocab, k = probs.shape[-1], min(first_k, probs.shape[-1])
+    while True:
+        head, idx = probs.topk(k, dim=-1) if k < vocab else probs.sort(dim=-1, descending=True)
+        cum = head.cumsum(-1)
+        if k >= vocab or bool((cum[:, -1] > top_ps).all()):
+            break
+        k = min(vocab, k * 16)
+    drop = (cum - head) > top_ps[:, None]  # keep the smallest prefix whose mass reaches top_p
+    return idx, head.masked_fill(drop, 0.0)
 
 
 def _generate(
@@ -210,6 +242,7 @@ def _generate(
     top_ps = torch.tensor([samplings[i].top_p for i in rows], device=device)
     greedy = torch.tensor([samplings[i].temperature == 0 for i in rows], device=device)
     greedy_l = [samplings[i].temperature == 0 for i in rows]  # host copies: no device sync to read them
+    unit_l = [samplings[i].temperature in (0, 1) for i in rows]  # the division by T is a no-op
     top_p_l = (top_ps.cpu() < 1.0).tolist()  # as the float32 tensor rounds them
     seeds = [samplings[i].seed for i in rows]
     gens = [None if s is None else torch.Generator(device=device).manual_seed(s) for s in seeds]
@@ -229,8 +262,8 @@ def _generate(
             store.put(prompts[i] + results[i][0][:-1], extract(cache, r, attn[r].bool()))
 
     while rows:
-        tok, lp, ent = _sample(out.logits[:, -1, :].float(), temps, top_ps, greedy, gens,
-                               use_top_p=any(top_p_l), all_greedy=all(greedy_l))  # fmt: skip
+        tok, lp, ent = _sample(out.logits[:, -1, :].float(), temps, top_ps, greedy, gens, use_top_p=any(top_p_l),
+                               all_greedy=all(greedy_l), unit_temps=all(unit_l))  # fmt: skip
         keep = []
         # one host copy per step, not per row nor per tensor (float64 holds token ids and fp32 values exactly)
         tok_l, lp_l, ent_l = torch.stack([tok.double(), lp.double(), ent.double()]).tolist()
@@ -253,7 +286,7 @@ def _generate(
             tok, attn, last_pos = tok[sel], attn[sel], last_pos[sel]
             temps, top_ps, greedy = temps[sel], top_ps[sel], greedy[sel]
             gens = [gens[r] for r in keep]
-            greedy_l, top_p_l = [greedy_l[r] for r in keep], [top_p_l[r] for r in keep]
+            greedy_l, top_p_l, unit_l = [greedy_l[r] for r in keep], [top_p_l[r] for r in keep], [unit_l[r] for r in keep]
         attn = torch.cat([attn, attn.new_ones((len(rows), 1))], dim=-1)
         last_pos = last_pos + 1
         out = model(

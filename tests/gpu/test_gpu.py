@@ -5,6 +5,7 @@
 - the built-in trainer's update step on CUDA equals the CPU's on a tiny model (same replayed trajectories), and
   runs with bf16 autocast at the Qwen2.5-1.5B shape;
 - the shipped demo checkpoint's greedy generation (HFLocalPolicy, KV cache) is token-identical on CUDA and CPU;
+  the sampler's draws follow their distribution on CUDA (tests/policy/test_sampler.py's check);
 - token entropy from hidden states at Qwen's 151,936 vocabulary × 32K tokens stays within its memory bound;
 - a checkpoint written by a CUDA run loads on the CPU.
 The OpenRLHF seams on CUDA experiences: tests/openrlhf/test_seam_device.py. Without CUDA every test here is
@@ -211,9 +212,20 @@ def test_demo_checkpoint_greedy_generation_is_token_identical():
         )
     # seeded sampling runs on the device's own generator (a CUDA stream differs from the CPU's for one seed)
     sampled = HFLocalPolicy(dev, tok).generate_batch(
-        prompts[:2], [SamplingParams(max_new_tokens=16, seed=3)] * 2
+        [prompts[0], prompts[0], prompts[1]],
+        [SamplingParams(max_new_tokens=16, seed=3)] * 2 + [SamplingParams(max_new_tokens=16, top_p=0.9)],
     )
     assert all(len(c.token_ids) > 0 for c in sampled)
+    assert sampled[0].token_ids == sampled[1].token_ids, "one seed, one prompt: the same tokens on the device"
+
+
+def test_sampler_follows_the_distribution_on_device():
+    """The inverse-CDF draw and the top-p nucleus on the device: frequencies of 40,000 rows within 5 sigma."""
+    from tests.policy.test_sampler import assert_frequencies, expected, sampler_frequencies
+
+    torch.manual_seed(0)
+    for temp, top_p in ((1.0, 1.0), (0.5, 1.0), (1.0, 0.7)):
+        assert_frequencies(sampler_frequencies(DEV, temp, top_p), expected(temp, top_p))
 
 
 # ── entropy at Qwen's vocabulary ──
