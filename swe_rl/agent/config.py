@@ -30,7 +30,7 @@ class AgentConfig(StrictModel):
     extra_body: dict[str, Any] = Field(
         default_factory=dict
     )  # extra request fields for a served policy (e.g. repetition_penalty); local backends ignore them
-    seed: int | None = None  # base sampling seed; per turn seed = seed + 1000 * sample_idx + step
+    seed: int | None = None  # base sampling seed, hashed with task, sample_idx, step per turn (turn_seed)
     tool_timeout_s: float = Field(90.0, gt=0)  # execute_bash timeout inside the sandbox
     max_observation_chars: int = Field(16000, ge=100)  # longer observations are clipped (head + tail)
     token_warning_fraction: float = Field(0.9, gt=0, le=1)  # warn "running out of tokens" past this share

@@ -4,7 +4,8 @@ Concurrent `generate` calls (one per trajectory) go into an asyncio queue; a wor
 `max_batch`) and runs one batched generation in a thread, so the event loop keeps driving sandboxes meanwhile.
 The batch is left-padded with explicit position ids and a KV cache; rows that finish leave the batch (their cache
 rows are dropped) so long stragglers do not pay for finished rows. Logprobs are at the sampling temperature
-(log_softmax(logits / T), T = 1 when greedy) and entropy is the exact entropy of that same distribution.
+(log_softmax(logits / T), T = 1 when greedy) and entropy is the exact entropy of that same distribution; min_p,
+top_k and top_p then truncate it as vLLM does before the draw (`_sample`).
 
 Multi-turn episodes reuse the K/V of their previous turn (swe_rl.policy.kv_store): from turn 2 on only the reply's
 last token and the observation are prefilled. The model is held by reference: a trainer that updates its weights in
@@ -150,7 +151,9 @@ def _sample(
     greedy: Any,
     gens: list[Any],
     *,
-    use_top_p: bool | None = None,
+    top_ks: Any = None,
+    min_ps: Any = None,
+    truncate: bool | None = None,
     all_greedy: bool = False,
     unit_temps: bool = False,
 ) -> tuple[Any, Any, Any]:
@@ -159,9 +162,12 @@ def _sample(
     A sampled row draws one uniform per step (from its own generator when seeded, else torch's global one) and
     inverts its CDF (float64 cumsum + searchsorted): one pass over the vocabulary, where `torch.multinomial` cost
     ~45 ms a step on two CPU cores at Qwen's 151,936 rows (bench/generate.py). Greedy rows take the argmax; a step
-    whose rows are all greedy (`all_greedy`, host-side) draws nothing. `use_top_p` (host-side: some row has
-    top_p < 1) saves a device sync per step; None = read it from top_ps. `unit_temps` (host-side: every row's
-    temperature is 1, greedy rows' included) skips the division, a pass over (B, V)."""
+    whose rows are all greedy (`all_greedy`, host-side) draws nothing. Truncation as vLLM's sampler does it (min_p,
+    then top_k, then top_p, each on the distribution left by the one before): `top_ks` (B,) long, <= 0 = off;
+    `min_ps` (B,), 0 = off; None = off for every row. `truncate` (host-side: some row truncates) saves a device
+    sync per step; None = read it from the tensors. `unit_temps` (host-side: every row's temperature is 1, greedy
+    rows' included) skips the division, a pass over (B, V). The log-prob and entropy are those of the tempered
+    distribution before truncation (what the trainer recomputes)."""
     import torch
 
     scaled = logits if unit_temps else logits / temps[:, None]
@@ -171,16 +177,31 @@ def _sample(
     argmax = logits.argmax(-1)
     if all_greedy:
         return argmax, logp.gather(-1, argmax[:, None]).squeeze(-1), entropy
-    if bool((top_ps < 1.0).any()) if use_top_p is None else use_top_p:
-        idx, kept = _nucleus(probs, top_ps)
-    else:
-        idx, kept = None, probs
-    cdf = kept.double().cumsum(-1)
+    if truncate is None:
+        truncate = (
+            bool((top_ps < 1.0).any())
+            or (top_ks is not None and bool((top_ks > 0).any()))
+            or (min_ps is not None and bool((min_ps > 0).any()))
+        )
     u = _uniforms(gens, logits.device)  # (B,) in (0, 1]: never lands on a token of probability 0
-    pos = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
-    tok = pos if idx is None else idx.gather(-1, pos[:, None]).squeeze(-1)
+    if truncate:
+        idx, kept, rows = _truncated(probs, top_ps, top_ks, min_ps)
+        tok = idx.gather(-1, _inverse_cdf(kept, u)[:, None]).squeeze(-1)
+        if not bool(rows.all()):  # rows that do not truncate draw from the whole vocabulary
+            tok = torch.where(rows, tok, _inverse_cdf(probs, u))
+    else:
+        tok = _inverse_cdf(probs, u)
     tok = torch.where(greedy, argmax, tok)
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1), entropy
+
+
+def _inverse_cdf(weights: Any, u: Any) -> Any:
+    """(B, V) non-negative weights, (B,) uniforms in (0, 1] -> (B,) the index whose CDF interval holds u x total.
+    The first index whose CDF reaches the value: a weight of 0 is never taken (its CDF equals its predecessor's)."""
+    import torch
+
+    cdf = weights.double().cumsum(-1)
+    return torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
 
 
 def _uniforms(gens: list[Any], device: Any) -> Any:
@@ -198,22 +219,39 @@ def _uniforms(gens: list[Any], device: Any) -> Any:
     return 1.0 - u
 
 
-def _nucleus(probs: Any, top_ps: Any, first_k: int = 256) -> tuple[Any, Any]:
-    """Top-p: the smallest set of most likely tokens whose mass reaches top_p, per row, as (token ids (B, K) in
-    descending probability, their probabilities with the rest zeroed (B, K)). The K most likely tokens come from
-    `topk` (K = 256, then x16, up to the whole vocabulary when a flat row needs it): a full sort of 151,936 rows costs
-    ~100 ms a step on two CPU cores; once the top K's mass exceeds top_p, no token beyond them can be kept."""
+def _truncated(
+    probs: Any, top_ps: Any, top_ks: Any = None, min_ps: Any = None, first_k: int = 256
+) -> tuple[Any, Any, Any]:
+    """min_p, top_k and top_p per row, as (token ids (B, K) in descending probability, their probabilities with
+    the dropped ones zeroed (B, K), which rows truncate at all (B,) bool: the others' K tokens are not their whole
+    distribution). The K most likely tokens come from `topk` (K = max(256, the largest top_k), then x16, up to a full
+    sort when a flat row needs it): a full sort of 151,936 rows costs ~100 ms a step on two CPU cores. K is enough
+    once, in every truncating row, no token beyond the K can be kept: top_k (<= K), the K-th below min_p's threshold,
+    or the kept mass of the K exceeds top_p of the mass top_p is taken over (so every later token starts past it)."""
     import torch
 
-    vocab, k = probs.shape[-1], min(first_k, probs.shape[-1])
+    b, vocab = probs.shape
+    dev = probs.device
+    ks = torch.zeros(b, dtype=torch.long, device=dev) if top_ks is None else top_ks
+    thr = torch.zeros(b, device=dev) if min_ps is None else min_ps * probs.max(-1).values  # min_p x top prob
+    rows = (top_ps < 1.0) | (ks > 0) | (thr > 0)
+    # what top_p is a fraction of: the top_k survivors (all inside the K), else the mass min_p leaves (1 without)
+    survivors = probs.sum(-1) if min_ps is None else (probs * (probs >= thr[:, None])).sum(-1)
+    k = min(vocab, max(first_k, int(ks.max())))
     while True:
         head, idx = probs.topk(k, dim=-1) if k < vocab else probs.sort(dim=-1, descending=True)
+        rank = torch.arange(k, device=dev)
+        head = head * ((head >= thr[:, None]) & ((ks[:, None] <= 0) | (rank[None, :] < ks[:, None])))
         cum = head.cumsum(-1)
-        if k >= vocab or bool((cum[:, -1] > top_ps).all()):
+        z = torch.where(ks > 0, cum[:, -1], survivors)
+        settled = ~rows | (ks > 0) | (head[:, -1] == 0) | ((top_ps < 1.0) & (cum[:, -1] > top_ps * z))
+        if k >= vocab or bool(settled.all()):
             break
         k = min(vocab, k * 16)
-    drop = (cum - head) > top_ps[:, None]  # keep the smallest prefix whose mass reaches top_p
-    return idx, head.masked_fill(drop, 0.0)
+    drop = (top_ps[:, None] < 1.0) & (
+        (cum - head) > top_ps[:, None] * z[:, None]
+    )  # mass before it is past top_p
+    return idx, head.masked_fill(drop, 0.0), rows
 
 
 def _generate(
@@ -240,10 +278,14 @@ def _generate(
     attn = batch["attention_mask"]  # (R, C + N): grows by one column per decode step, like the cache
     temps = torch.tensor([samplings[i].temperature or 1.0 for i in rows], device=device)
     top_ps = torch.tensor([samplings[i].top_p for i in rows], device=device)
+    top_ks = torch.tensor([samplings[i].top_k for i in rows], device=device)
+    min_ps = torch.tensor([samplings[i].min_p for i in rows], device=device)
     greedy = torch.tensor([samplings[i].temperature == 0 for i in rows], device=device)
     greedy_l = [samplings[i].temperature == 0 for i in rows]  # host copies: no device sync to read them
     unit_l = [samplings[i].temperature in (0, 1) for i in rows]  # the division by T is a no-op
-    top_p_l = (top_ps.cpu() < 1.0).tolist()  # as the float32 tensor rounds them
+    # host copies of "this row truncates" (top_p as the float32 tensor rounds it)
+    trunc_l = [bool(p < 1.0) or samplings[i].top_k > 0 or samplings[i].min_p > 0
+               for p, i in zip(top_ps.cpu().tolist(), rows, strict=True)]  # fmt: skip
     seeds = [samplings[i].seed for i in rows]
     gens = [None if s is None else torch.Generator(device=device).manual_seed(s) for s in seeds]
     cache = DynamicCache(ddp_cache_data=batch["layers"], config=model.config)
@@ -262,8 +304,9 @@ def _generate(
             store.put(prompts[i] + results[i][0][:-1], extract(cache, r, attn[r].bool()))
 
     while rows:
-        tok, lp, ent = _sample(out.logits[:, -1, :].float(), temps, top_ps, greedy, gens, use_top_p=any(top_p_l),
-                               all_greedy=all(greedy_l), unit_temps=all(unit_l))  # fmt: skip
+        tok, lp, ent = _sample(out.logits[:, -1, :].float(), temps, top_ps, greedy, gens, top_ks=top_ks,
+                               min_ps=min_ps, truncate=any(trunc_l), all_greedy=all(greedy_l),
+                               unit_temps=all(unit_l))  # fmt: skip
         keep = []
         # one host copy per step, not per row nor per tensor (float64 holds token ids and fp32 values exactly)
         tok_l, lp_l, ent_l = torch.stack([tok.double(), lp.double(), ent.double()]).tolist()
@@ -284,9 +327,19 @@ def _generate(
             cache.batch_select_indices(sel)
             rows = [rows[r] for r in keep]
             tok, attn, last_pos = tok[sel], attn[sel], last_pos[sel]
-            temps, top_ps, greedy = temps[sel], top_ps[sel], greedy[sel]
+            temps, top_ps, top_ks, min_ps, greedy = (
+                temps[sel],
+                top_ps[sel],
+                top_ks[sel],
+                min_ps[sel],
+                greedy[sel],
+            )
             gens = [gens[r] for r in keep]
-            greedy_l, top_p_l, unit_l = [greedy_l[r] for r in keep], [top_p_l[r] for r in keep], [unit_l[r] for r in keep]
+            greedy_l, trunc_l, unit_l = (
+                [greedy_l[r] for r in keep],
+                [trunc_l[r] for r in keep],
+                [unit_l[r] for r in keep],
+            )
         attn = torch.cat([attn, attn.new_ones((len(rows), 1))], dim=-1)
         last_pos = last_pos + 1
         out = model(

@@ -344,3 +344,18 @@ async def test_the_patch_leaves_out_the_images_setup_commit(
     traj = await run_episode(task, agent_sandbox, ReplayPolicy(tiny_tokenizer, replies), tiny_tokenizer, cfg)
     assert "-    return a - b\n+    return a + b" in traj.patch, traj.patch
     assert "b * a" not in traj.patch and "a * b" not in traj.patch, traj.patch
+
+
+def test_turn_seeds_differ_across_tasks_samples_and_turns_and_repeat():
+    """Sample i of two tasks must not share one stream (they did with seed + 1000 * sample_idx + step)."""
+    from swe_rl.agent.loop import turn_seed
+
+    seeds = {
+        (t, i, s): turn_seed(7, t, i, s) for t in ("a__a-1", "b__b-2") for i in range(3) for s in range(4)
+    }
+    assert len(set(seeds.values())) == len(seeds)
+    assert all(0 <= v < 2**31 for v in seeds.values())
+    assert (
+        turn_seed(7, "a__a-1", 1, 2) == seeds[("a__a-1", 1, 2)]
+        and turn_seed(8, "a__a-1", 1, 2) != seeds[("a__a-1", 1, 2)]
+    )

@@ -213,19 +213,20 @@ def test_demo_checkpoint_greedy_generation_is_token_identical():
     # seeded sampling runs on the device's own generator (a CUDA stream differs from the CPU's for one seed)
     sampled = HFLocalPolicy(dev, tok).generate_batch(
         [prompts[0], prompts[0], prompts[1]],
-        [SamplingParams(max_new_tokens=16, seed=3)] * 2 + [SamplingParams(max_new_tokens=16, top_p=0.9)],
+        [SamplingParams(max_new_tokens=16, seed=3)] * 2
+        + [SamplingParams(max_new_tokens=16, top_p=0.9, top_k=20)],
     )
     assert all(len(c.token_ids) > 0 for c in sampled)
     assert sampled[0].token_ids == sampled[1].token_ids, "one seed, one prompt: the same tokens on the device"
 
 
 def test_sampler_follows_the_distribution_on_device():
-    """The inverse-CDF draw and the top-p nucleus on the device: frequencies of 40,000 rows within 5 sigma."""
-    from tests.policy.test_sampler import assert_frequencies, expected, sampler_frequencies
+    """The inverse-CDF draw, min_p, top_k and top_p on the device: frequencies of 40,000 rows within 5 sigma."""
+    from tests.policy.test_sampler import CASES, assert_frequencies, expected, sampler_frequencies
 
     torch.manual_seed(0)
-    for temp, top_p in ((1.0, 1.0), (0.5, 1.0), (1.0, 0.7)):
-        assert_frequencies(sampler_frequencies(DEV, temp, top_p), expected(temp, top_p))
+    for case in ("T1", "T0.5", "p0.7", "k3p0.6", "minp0.25p0.8"):
+        assert_frequencies(sampler_frequencies(DEV, *CASES[case]), expected(*CASES[case]))
 
 
 # ── entropy at Qwen's vocabulary ──

@@ -1,6 +1,7 @@
-"""HFLocalPolicy's sampler (`swe_rl.policy.hf._sample`): one uniform per sampled row, inverted through the CDF, and
-top-p from `topk` before any full sort. Checked by frequencies over many rows (5 sigma), against a full-sort
-nucleus at Qwen's vocabulary, and for what a seed promises. `sampler_frequencies` also runs on CUDA (tests/gpu)."""
+"""HFLocalPolicy's sampler (`swe_rl.policy.hf._sample`): one uniform per sampled row, inverted through the CDF;
+min_p, top_k and top_p in vLLM's order, from `topk` before any full sort. Checked by frequencies over many rows
+(5 sigma), against a full-sort reference at Qwen's vocabulary, and for what a seed promises. `sampler_frequencies`
+also runs on CUDA (tests/gpu)."""
 
 from __future__ import annotations
 
@@ -9,29 +10,51 @@ import math
 import pytest
 import torch
 
-from swe_rl.policy.hf import _nucleus, _sample
+from swe_rl.policy.hf import _sample, _truncated
 
 P = [0.5, 0.25, 0.15, 0.1, 0.0]  # the last token can never be drawn
 QWEN_VOCAB = 151936
+CASES = {  # temp, top_p, top_k, min_p
+    "T1": (1.0, 1.0, -1, 0.0),
+    "T2": (2.0, 1.0, -1, 0.0),
+    "T0.5": (0.5, 1.0, -1, 0.0),
+    "p0.7": (1.0, 0.7, -1, 0.0),
+    "p0.5": (1.0, 0.5, -1, 0.0),
+    "k2": (1.0, 1.0, 2, 0.0),
+    "k3p0.6": (1.0, 0.6, 3, 0.0),  # top_p over top_k's renormalized three
+    "minp0.25": (1.0, 1.0, -1, 0.25),
+    "minp0.25p0.8": (1.0, 0.8, -1, 0.25),  # top_p over min_p's survivors
+    "T2k3minp0.5": (2.0, 1.0, 3, 0.5),
+}
 
 
-def sampler_frequencies(device: str, temp: float, top_p: float, rows: int = 40000) -> torch.Tensor:
+def sampler_frequencies(
+    device: str, temp: float, top_p: float, top_k: int = -1, min_p: float = 0.0, rows: int = 40000
+) -> torch.Tensor:
     """Token frequencies of `rows` independent draws (one step, every row the same distribution P)."""
     # log(0) as a very negative finite logit: its probability underflows to exactly 0 (a model's logits are finite)
     logits = torch.tensor(P, device=device).log().clamp_min(-1e4).expand(rows, -1).contiguous()
-    temps = torch.full((rows,), temp, device=device)
-    top_ps = torch.full((rows,), top_p, device=device)
+
+    def full(v: float, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.full((rows,), v, dtype=dtype, device=device)
+
     greedy = torch.zeros(rows, dtype=torch.bool, device=device)
-    tok, lp, ent = _sample(logits, temps, top_ps, greedy, [None] * rows)
+    tok, lp, ent = _sample(logits, full(temp), full(top_p), greedy, [None] * rows, top_ks=full(top_k, torch.long),
+                           min_ps=full(min_p))  # fmt: skip
     assert torch.isfinite(lp).all() and torch.isfinite(ent).all()
     return torch.bincount(tok.cpu(), minlength=len(P)).double() / rows
 
 
-def expected(temp: float, top_p: float) -> list[float]:
+def expected(temp: float, top_p: float, top_k: int = -1, min_p: float = 0.0) -> list[float]:
+    """vLLM's order: temperature, min_p (x the top probability), top_k, top_p (mass before a token <= top_p), each
+    on what the previous step left, renormalized. P is in descending order."""
     q = [p ** (1 / temp) for p in P]
     q = [x / sum(q) for x in q]
+    q = [x if x >= min_p * max(q) else 0.0 for x in q]
+    q = [x if top_k <= 0 or r < top_k else 0.0 for r, x in enumerate(q)]
+    q = [x / sum(q) for x in q]
     kept, mass = [], 0.0
-    for x in q:  # P is in descending order: keep while the mass before a token is within top_p
+    for x in q:
         kept.append(x if mass <= top_p and x > 0 else 0.0)
         mass += x
     return [x / sum(kept) for x in kept]
@@ -45,39 +68,84 @@ def assert_frequencies(freq: torch.Tensor, want: list[float], rows: int = 40000)
             assert abs(f - w) < 5 * math.sqrt(w * (1 - w) / rows), f"token {tok}: {f:.4f}, expected {w:.4f}"
 
 
-@pytest.mark.parametrize(
-    "temp,top_p",
-    [(1.0, 1.0), (2.0, 1.0), (0.5, 1.0), (1.0, 0.7), (1.0, 0.5)],
-    ids=["T1", "T2", "T0.5", "p0.7", "p0.5"],
-)
-def test_sampled_frequencies_follow_the_distribution(temp, top_p):
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_sampled_frequencies_follow_the_distribution(case):
     torch.manual_seed(0)
-    assert_frequencies(sampler_frequencies("cpu", temp, top_p), expected(temp, top_p))
+    assert_frequencies(sampler_frequencies("cpu", *CASES[case]), expected(*CASES[case]))
 
 
-def _full_sort_nucleus(probs: torch.Tensor, top_p: float) -> list[set[int]]:
-    sp, idx = probs.sort(dim=-1, descending=True)
-    keep = (sp.cumsum(-1) - sp) <= top_p
-    return [set(idx[r][keep[r]].tolist()) for r in range(len(probs))]
+def test_the_cases_differ_from_plain_sampling():
+    """Each case's distribution is not the plain one, so a sampler that ignored its setting fails that case."""
+    plain = expected(1.0, 1.0)
+    for case, args in CASES.items():
+        if case != "T1":
+            assert max(abs(a - b) for a, b in zip(expected(*args), plain, strict=True)) > 0.05, case
 
 
-def test_nucleus_from_topk_equals_a_full_sort_at_qwen_vocab():
-    """Peaked rows (a trained model's) are settled by the first 256; a flat row forces the whole sort."""
+def _full_sort_reference(probs: torch.Tensor, top_p: float, top_k: int, min_p: float) -> list[set[int]]:
+    """The kept token set per row, vLLM's way, over a full sort."""
+    out = []
+    for row in probs:
+        sp, idx = row.double().sort(descending=True)
+        sp = torch.where(sp >= min_p * sp[0], sp, 0)
+        if top_k > 0:
+            sp[top_k:] = 0
+        sp = sp / sp.sum()
+        keep = ((sp.cumsum(0) - sp) <= top_p) & (sp > 0)
+        out.append(set(idx[keep].tolist()))
+    return out
+
+
+@pytest.mark.parametrize(
+    "top_p,top_k,min_p", [(0.9, -1, 0.0), (1.0, 40, 0.0), (0.9, 40, 0.0), (1.0, -1, 0.05), (0.9, -1, 0.02)]
+)
+def test_truncation_from_topk_equals_a_full_sort_at_qwen_vocab(top_p, top_k, min_p):
+    """Peaked rows (a trained model's) are settled by the first 256; a flat row may need the whole sort."""
     g = torch.Generator().manual_seed(0)
     peaked = torch.randn(3, QWEN_VOCAB, generator=g) * 6
     flat = torch.randn(1, QWEN_VOCAB, generator=g) * 0.01
     probs = torch.softmax(torch.cat([peaked, flat]), dim=-1)
-    top_ps = torch.full((4,), 0.9)
-    idx, kept = _nucleus(probs[:3], top_ps[:3])
-    assert idx.shape[-1] == 256, "peaked rows should need only the first topk"
-    want = _full_sort_nucleus(probs, 0.9)
-    for r in range(3):
-        assert set(idx[r][kept[r] > 0].tolist()) == want[r], f"row {r}"
-    idx, kept = _nucleus(probs, top_ps)
-    assert idx.shape[-1] == QWEN_VOCAB, "a flat row needs the whole vocabulary"
-    for r in range(4):
-        assert set(idx[r][kept[r] > 0].tolist()) == want[r], f"row {r}"
-    assert len(want[3]) > 0.85 * QWEN_VOCAB
+    want = _full_sort_reference(probs, top_p, top_k, min_p)
+
+    def kept(n: int) -> tuple[int, list[set[int]]]:
+        top_ps, top_ks, min_ps = torch.full((n,), top_p), torch.full((n,), top_k), torch.full((n,), min_p)
+        idx, w, rows = _truncated(probs[:n], top_ps, top_ks, min_ps)
+        assert rows.all()
+        return idx.shape[-1], [set(idx[r][w[r] > 0].tolist()) for r in range(n)]
+
+    width, got = kept(3)
+    assert width == max(256, top_k), "peaked rows should need only the first topk"
+    assert got == want[:3]
+    width, got = kept(4)
+    assert got == want
+    if top_k < 0 and min_p == 0:
+        assert width == QWEN_VOCAB and len(want[3]) > 0.85 * QWEN_VOCAB, (
+            "a flat row needs the whole vocabulary"
+        )
+
+
+def test_rows_that_do_not_truncate_draw_from_the_whole_vocabulary():
+    """A batch mixing a top_k row with a plain one: the plain row's draws reach beyond the truncated width."""
+    torch.manual_seed(0)
+    logits = torch.randn(2, QWEN_VOCAB) * 0.01
+    top5 = set(logits[0].topk(5).indices.tolist())
+    draws = [
+        _sample(
+            logits,
+            torch.ones(2),
+            torch.ones(2),
+            torch.zeros(2, dtype=torch.bool),
+            [None, None],
+            top_ks=torch.tensor([5, -1]),
+            min_ps=torch.zeros(2),
+        )[0].tolist()
+        for _ in range(50)
+    ]
+    assert all(t[0] in top5 for t in draws)
+    head = set(logits[1].topk(256).indices.tolist())  # the truncated rows' width
+    assert sum(t[1] not in head for t in draws) > 40, (
+        "the untruncated row was cut to the truncated rows' width"
+    )
 
 
 def test_a_seeded_row_samples_the_same_tokens_whatever_shares_its_batch():

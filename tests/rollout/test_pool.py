@@ -15,7 +15,7 @@ pytestmark = pytest.mark.ray
 
 
 def _spec(seed: int) -> RolloutSpec:
-    # Seeded sampling (seed + 1000 * sample_idx + step): same weights and sample_idx -> same tokens. (Greedy
+    # Seeded sampling (turn_seed: seed, task, sample_idx, step): same weights and sample_idx -> same tokens. (Greedy
     # would not do: random tiny models all repeat one token.)
     agent = AgentConfig(max_steps=1, max_new_tokens=12, temperature=1.0, seed=7)
     return RolloutSpec(
