@@ -33,6 +33,11 @@ from swe_rl.tasks.task import Task
 TRUNCATING = {"max_steps", "context_limit", "timeout"}
 
 
+# what a seeded run's draws depend on besides the weights: changed with the turn seeds or the local sampler's draw, so
+# caches of sampled results (swe-rl compare's step-0 evaluation) are not reused across such a change
+SAMPLING_VERSION = "turn_seed-1/inverse-cdf-1"
+
+
 def turn_seed(seed: int, task_id: str, sample_idx: int, step: int) -> int:
     """The sampling seed of one turn: a stable hash of (base seed, task, sample index, turn), below 2**31 (what any
     server takes). Every task draws its own stream: with `seed + 1000 * sample_idx + step` (before 2026-12-05) sample i

@@ -163,6 +163,7 @@ class Step0Cache:
 
 
 def _train_one(cfg: Any) -> None:
+    from swe_rl.agent.loop import SAMPLING_VERSION
     from swe_rl.train.loop import train
     from swe_rl.train.run import build_env, load_policy_model
 
@@ -176,7 +177,8 @@ def _train_one(cfg: Any) -> None:
     weights = sorted(Path(cfg.model.init).glob("*.safetensors"))
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in weights)).hexdigest()
     key = {"init": str(Path(cfg.model.init).resolve()), "weights": digest, "eval": cfg.eval.model_dump(),
-           "data": cfg.data.model_dump(), "rollout": cfg.rollout.model_dump(), "sandbox": cfg.sandbox}  # fmt: skip
+           "data": cfg.data.model_dump(), "rollout": cfg.rollout.model_dump(), "sandbox": cfg.sandbox,
+           "sampling": SAMPLING_VERSION}  # fmt: skip
     evaluate = (
         Step0Cache(env.evaluator, Path(cfg.out_dir) / "eval_step0.json", key) if env.evaluator else None
     )

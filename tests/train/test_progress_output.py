@@ -67,6 +67,14 @@ def test_demo_shows_rl_steps_held_out_and_micro_suite(tmp_path, capfd):
     assert "micro-suite evaluation" in err.out and "rollouts 1/1 · resolved" in err.err  # the harness's bar
     md = report.read_text()
     assert "## What AEM did" in md and "What to expect" in md and table_problems(md) == []
+    # run again: the finished run resumes (no RL step, no second metrics row) and writes the same report
+    rows = (tmp_path / "demo" / "rl" / "metrics.jsonl").read_text()
+    again = run_demo(cfg, console=Console(file=io.StringIO(), width=200))
+    assert again == report and (tmp_path / "demo" / "rl" / "metrics.jsonl").read_text() == rows
+    assert (
+        again.read_text().split("## What AEM did")[0].split("Time:")[0]
+        == md.split("## What AEM did")[0].split("Time:")[0]
+    )
 
 
 def test_sft_steps_show_the_loss(tmp_path):
