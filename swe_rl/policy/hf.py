@@ -154,6 +154,7 @@ def _sample(
     top_ks: Any = None,
     min_ps: Any = None,
     truncate: bool | None = None,
+    max_top_k: int | None = None,
     all_greedy: bool = False,
     unit_temps: bool = False,
 ) -> tuple[Any, Any, Any]:
@@ -164,10 +165,11 @@ def _sample(
     ~45 ms a step on two CPU cores at Qwen's 151,936 rows (bench/generate.py). Greedy rows take the argmax; a step
     whose rows are all greedy (`all_greedy`, host-side) draws nothing. Truncation as vLLM's sampler does it (min_p,
     then top_k, then top_p, each on the distribution left by the one before): `top_ks` (B,) long, <= 0 = off;
-    `min_ps` (B,), 0 = off; None = off for every row. `truncate` (host-side: some row truncates) saves a device
-    sync per step; None = read it from the tensors. `unit_temps` (host-side: every row's temperature is 1, greedy
-    rows' included) skips the division, a pass over (B, V). The log-prob and entropy are those of the tempered
-    distribution before truncation (what the trainer recomputes)."""
+    `min_ps` (B,), 0 = off; None = off for every row. `truncate` (host-side: some row truncates) and `max_top_k`
+    (host-side: the largest top_k) save device syncs; None = read them from the tensors. `unit_temps` (host-side:
+    every row's temperature is 1, greedy rows' included) skips the division, a pass over (B, V). The log-prob and
+    entropy are those of the tempered distribution before truncation (what the trainer recomputes). A row's token
+    depends on its own logits and uniform only, never on the rows beside it (ties included)."""
     import torch
 
     scaled = logits if unit_temps else logits / temps[:, None]
@@ -184,14 +186,12 @@ def _sample(
             or (min_ps is not None and bool((min_ps > 0).any()))
         )
     u = _uniforms(gens, logits.device)  # (B,) in (0, 1]: never lands on a token of probability 0
-    if truncate:
-        idx, kept, rows = _truncated(probs, top_ps, top_ks, min_ps)
-        tok = idx.gather(-1, _inverse_cdf(kept, u)[:, None]).squeeze(-1)
-        if not bool(rows.all()):  # rows that do not truncate draw from the whole vocabulary
-            tok = torch.where(rows, tok, _inverse_cdf(probs, u))
-    else:
-        tok = _inverse_cdf(probs, u)
-    tok = torch.where(greedy, argmax, tok)
+    if (
+        truncate
+    ):  # zero what min_p / top_k / top_p drop; the draw stays in vocabulary order over the whole row
+        cut = _cutoff(probs, top_ps, top_ks, min_ps, max_top_k=max_top_k)
+        probs = probs.masked_fill(probs < cut[:, None], 0.0)
+    tok = torch.where(greedy, argmax, _inverse_cdf(probs, u))
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1), entropy
 
 
@@ -206,28 +206,36 @@ def _inverse_cdf(weights: Any, u: Any) -> Any:
 
 def _uniforms(gens: list[Any], device: Any) -> Any:
     """One uniform in (0, 1] per row, float64: a seeded row's from its own generator (so its tokens do not depend
-    on which other rows share the batch), the others' from torch's global generator in one draw."""
+    on which other rows share the batch), the others' from torch's global generator in one draw. No host sync."""
     import torch
 
-    free = [r for r, g in enumerate(gens) if g is None]
-    u = torch.empty(len(gens), dtype=torch.float64, device=device)
-    if free:
-        u[free] = torch.rand(len(free), dtype=torch.float64, device=device)
-    for r, g in enumerate(gens):
-        if g is not None:
-            u[r] = torch.rand(1, dtype=torch.float64, device=device, generator=g)[0]
-    return 1.0 - u
+    free = sum(g is None for g in gens)
+    glob = torch.rand(free, dtype=torch.float64, device=device) if free else None
+    if free == len(gens):
+        return 1.0 - glob
+    parts, j = [], 0
+    for g in gens:
+        if g is None:
+            parts.append(glob[j : j + 1])
+            j += 1
+        else:
+            parts.append(torch.rand(1, dtype=torch.float64, device=device, generator=g))
+    return 1.0 - torch.cat(parts)
 
 
-def _truncated(
-    probs: Any, top_ps: Any, top_ks: Any = None, min_ps: Any = None, first_k: int = 256
-) -> tuple[Any, Any, Any]:
-    """min_p, top_k and top_p per row, as (token ids (B, K) in descending probability, their probabilities with
-    the dropped ones zeroed (B, K), which rows truncate at all (B,) bool: the others' K tokens are not their whole
-    distribution). The K most likely tokens come from `topk` (K = max(256, the largest top_k), then x16, up to a full
-    sort when a flat row needs it): a full sort of 151,936 rows costs ~100 ms a step on two CPU cores. K is enough
-    once, in every truncating row, no token beyond the K can be kept: top_k (<= K), the K-th below min_p's threshold,
-    or the kept mass of the K exceeds top_p of the mass top_p is taken over (so every later token starts past it)."""
+def _cutoff(
+    probs: Any, top_ps: Any, top_ks: Any = None, min_ps: Any = None, *, max_top_k: int | None = None,
+    first_k: int = 256,
+) -> Any:  # fmt: skip
+    """min_p, top_k and top_p per row as one number: the smallest probability the row keeps (B,), 0 for a row that
+    truncates nothing. A token is kept iff its probability reaches it, so tokens tied with the last kept one are kept
+    too (vLLM's top_k keeps every token tied with the k-th) and the kept set depends on the row alone.
+
+    The K most likely tokens come from `topk` (K = max(256, the largest top_k), then x16, up to a full sort when a flat
+    row needs it): a full sort of 151,936 rows costs ~100 ms a step on two CPU cores. K is enough once, in every
+    truncating row, no token beyond the K can be kept: top_k (<= K), the K-th below min_p's threshold, or the kept
+    mass of the K past top_p of the mass top_p is taken over. One device sync per round (a second K is rare). Masses
+    in float64, as on the CPU, so a CUDA device keeps the same tokens at the top_p boundary."""
     import torch
 
     b, vocab = probs.shape
@@ -236,22 +244,25 @@ def _truncated(
     thr = torch.zeros(b, device=dev) if min_ps is None else min_ps * probs.max(-1).values  # min_p x top prob
     rows = (top_ps < 1.0) | (ks > 0) | (thr > 0)
     # what top_p is a fraction of: the top_k survivors (all inside the K), else the mass min_p leaves (1 without)
-    survivors = probs.sum(-1) if min_ps is None else (probs * (probs >= thr[:, None])).sum(-1)
-    k = min(vocab, max(first_k, int(ks.max())))
+    kept_all = probs if min_ps is None else probs * (probs >= thr[:, None])
+    survivors = kept_all.sum(-1, dtype=torch.float64)
+    top_p = top_ps.double()
+    k = min(vocab, max(first_k, int(ks.max()) if max_top_k is None else max_top_k))
     while True:
-        head, idx = probs.topk(k, dim=-1) if k < vocab else probs.sort(dim=-1, descending=True)
+        head, _ = probs.topk(k, dim=-1) if k < vocab else probs.sort(dim=-1, descending=True)
         rank = torch.arange(k, device=dev)
-        head = head * ((head >= thr[:, None]) & ((ks[:, None] <= 0) | (rank[None, :] < ks[:, None])))
-        cum = head.cumsum(-1)
+        keep = (head >= thr[:, None]) & ((ks[:, None] <= 0) | (rank[None, :] < ks[:, None]))
+        cum = (head * keep).double().cumsum(-1)
         z = torch.where(ks > 0, cum[:, -1], survivors)
-        settled = ~rows | (ks > 0) | (head[:, -1] == 0) | ((top_ps < 1.0) & (cum[:, -1] > top_ps * z))
+        settled = ~rows | (ks > 0) | ~keep[:, -1] | ((top_p < 1.0) & (cum[:, -1] > top_p * z))
         if k >= vocab or bool(settled.all()):
             break
         k = min(vocab, k * 16)
-    drop = (top_ps[:, None] < 1.0) & (
-        (cum - head) > top_ps[:, None] * z[:, None]
-    )  # mass before it is past top_p
-    return idx, head.masked_fill(drop, 0.0), rows
+    # top_p drops a token once the kept mass before it is past top_p of z; the first token is always kept
+    keep &= ~((top_p[:, None] < 1.0) & ((cum - head.double() * keep) > top_p[:, None] * z[:, None]))
+    last = (keep.sum(-1) - 1).clamp_(min=0)  # kept tokens are a prefix of the descending head
+    cut = head.gather(-1, last[:, None]).squeeze(-1)
+    return torch.where(rows, cut, torch.zeros_like(cut))
 
 
 def _generate(
@@ -277,15 +288,20 @@ def _generate(
     batch = assemble([prompts[i] for i in rows], cached, pad_id, device)
     attn = batch["attention_mask"]  # (R, C + N): grows by one column per decode step, like the cache
     temps = torch.tensor([samplings[i].temperature or 1.0 for i in rows], device=device)
-    top_ps = torch.tensor([samplings[i].top_p for i in rows], device=device)
-    top_ks = torch.tensor([samplings[i].top_k for i in rows], device=device)
-    min_ps = torch.tensor([samplings[i].min_p for i in rows], device=device)
-    greedy = torch.tensor([samplings[i].temperature == 0 for i in rows], device=device)
     greedy_l = [samplings[i].temperature == 0 for i in rows]  # host copies: no device sync to read them
     unit_l = [samplings[i].temperature in (0, 1) for i in rows]  # the division by T is a no-op
-    # host copies of "this row truncates" (top_p as the float32 tensor rounds it)
-    trunc_l = [bool(p < 1.0) or samplings[i].top_k > 0 or samplings[i].min_p > 0
-               for p, i in zip(top_ps.cpu().tolist(), rows, strict=True)]  # fmt: skip
+    # a greedy row takes the argmax: its truncation settings are off (they would only cost a sort)
+    trunc = [(1.0, -1, 0.0) if g else (samplings[i].top_p, samplings[i].top_k, samplings[i].min_p)
+             for g, i in zip(greedy_l, rows, strict=True)]  # fmt: skip
+    top_ps = torch.tensor([t[0] for t in trunc], device=device)
+    top_ks = torch.tensor([t[1] for t in trunc], device=device)
+    min_ps = torch.tensor([t[2] for t in trunc], device=device)
+    greedy = torch.tensor(greedy_l, device=device)
+    # host copies of "this row truncates" (top_p as the float32 tensor rounds it) and of the largest top_k
+    trunc_l = [
+        bool(p < 1.0) or t[1] > 0 or t[2] > 0 for p, t in zip(top_ps.cpu().tolist(), trunc, strict=True)
+    ]
+    max_top_k = max(t[1] for t in trunc)
     seeds = [samplings[i].seed for i in rows]
     gens = [None if s is None else torch.Generator(device=device).manual_seed(s) for s in seeds]
     cache = DynamicCache(ddp_cache_data=batch["layers"], config=model.config)
@@ -305,7 +321,7 @@ def _generate(
 
     while rows:
         tok, lp, ent = _sample(out.logits[:, -1, :].float(), temps, top_ps, greedy, gens, top_ks=top_ks,
-                               min_ps=min_ps, truncate=any(trunc_l), all_greedy=all(greedy_l),
+                               min_ps=min_ps, truncate=any(trunc_l), max_top_k=max_top_k, all_greedy=all(greedy_l),
                                unit_temps=all(unit_l))  # fmt: skip
         keep = []
         # one host copy per step, not per row nor per tensor (float64 holds token ids and fp32 values exactly)
