@@ -4,7 +4,9 @@
 # python3, which has torch, transformers, numpy, pandas, pyarrow, pyyaml, rich, typer, httpx, protobuf and pytest):
 # pydantic and its core (every config) with a typing-extensions new enough for it; swebench (the generated tasks'
 # log parser), whose harness imports docker, datasets and modal when it is imported, with what those import and
-# that machine lacks (found by importing the trainer in an environment holding only that machine's packages);
+# that machine lacks (found by importing the trainer in an environment holding only that machine's packages;
+# requests, for docker's client, since the grader's log rules import swebench.harness; xxhash for datasets and
+# multidict for grpclib: 2026-12-05);
 # openrlhf for the seam tests.
 # Usage: bash scripts/gpu_pack.sh [--python-version 3.12] [--dest .whl]
 set -euo pipefail
@@ -15,7 +17,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --python-version) PYVER="$2"; shift 2 ;;
     --dest) DEST="$2"; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_pack: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -27,7 +29,8 @@ pin() {  # NAME -> NAME==VERSION from constraints.txt
 # openrlhf and pylatexenc are installed --no-deps by `make setup` (Makefile), at these versions
 WHEELS=()
 for name in pydantic pydantic-core annotated-types typing-inspection typing-extensions swebench unidiff docker datasets dill multiprocess \
-  python-dotenv tenacity modal synchronicity grpclib h2 hpack hyperframe; do
+  python-dotenv tenacity modal synchronicity grpclib h2 hpack hyperframe requests urllib3 charset-normalizer xxhash \
+  multidict; do
   WHEELS+=("$(pin "$name")")
 done
 WHEELS+=("openrlhf==0.11.2" "pylatexenc==2.11")  # `make setup` installs these two --no-deps at these versions
