@@ -210,7 +210,7 @@ def _uniforms(gens: list[Any], device: Any) -> Any:
     import torch
 
     free = sum(g is None for g in gens)
-    glob = torch.rand(free, dtype=torch.float64, device=device) if free else None
+    glob = torch.rand(free, dtype=torch.float64, device=device)  # (0,) when every row is seeded
     if free == len(gens):
         return 1.0 - glob
     parts, j = [], 0
