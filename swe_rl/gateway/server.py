@@ -21,7 +21,7 @@ from typing import Any
 
 from swe_rl.agent.chat import encode
 from swe_rl.gateway.session import Session
-from swe_rl.policy.base import Completion, ContextLengthExceeded, Policy, SamplingParams
+from swe_rl.policy.base import Completion, ContextLengthExceeded, Policy, SamplingParams, truncation_fields
 from swe_rl.policy.openai_server import PolicyServer
 
 DEFAULT_EXTRA_STOP = "<|endoftext|>"  # Qwen's end-of-text: ends a reply like the turn end does
@@ -80,9 +80,13 @@ class Gateway(PolicyServer):
         stop_ids = self._stop_ids(body.get("stop") or [])
         stop_ids |= {int(t) for t in body.get("stop_token_ids") or ()}
         temperature = body.get("temperature")
+        try:
+            truncation = truncation_fields(body)  # top_p, top_k, min_p (vLLM's request fields)
+        except ValueError as e:
+            raise RequestError(str(e)) from None
         return SamplingParams(
             temperature=1.0 if temperature is None else float(temperature),
-            top_p=float(body.get("top_p") or 1.0),
+            **truncation,
             max_new_tokens=min(int(want), room),
             stop_token_ids=tuple(sorted(stop_ids)),
             seed=body.get("seed"),

@@ -20,6 +20,32 @@ class SamplingParams:
     extra_body: tuple[tuple[str, object], ...] = ()  # extra fields for a served policy's request (key, value)
 
 
+def truncation_fields(body: dict) -> dict:
+    """top_p, top_k and min_p of an OpenAI/vLLM-style request body as SamplingParams fields, checked: a bad value
+    raises one ValueError naming the field. Absent (or null) = off; top_k <= 0 = off, as vLLM reads it."""
+    out: dict = {}
+    for name, kind, lo, hi in (
+        ("top_p", float, 0.0, 1.0),
+        ("top_k", int, None, None),
+        ("min_p", float, 0.0, 1.0),
+    ):
+        raw = body.get(name)
+        if raw is None:
+            continue
+        try:
+            if isinstance(raw, bool) or (kind is int and float(raw) != int(raw)):
+                raise ValueError
+            value = kind(raw)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{name}={raw!r}: expected {'an integer' if kind is int else 'a number'}"
+            ) from None
+        if lo is not None and not lo <= value <= hi:
+            raise ValueError(f"{name}={raw!r}: expected {lo} <= {name} <= {hi}")
+        out[name] = value if kind is float or value > 0 else -1
+    return out
+
+
 class ContextLengthExceeded(RuntimeError):
     """The backend refused the prompt as longer than its context: the episode ends as `context_limit`."""
 

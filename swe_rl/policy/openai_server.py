@@ -16,7 +16,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from swe_rl.policy.base import Policy, SamplingParams
+from swe_rl.policy.base import Policy, SamplingParams, truncation_fields
 
 
 class PolicyServer:
@@ -88,7 +88,7 @@ class PolicyServer:
             )  # vLLM's wording (its server answers HTTP 400 with it)
         sampling = SamplingParams(
             temperature=float(body.get("temperature", 1.0)),
-            top_p=float(body.get("top_p", 1.0)),
+            **truncation_fields(body),  # top_p, top_k, min_p; a bad one is a ValueError naming it
             max_new_tokens=int(body.get("max_tokens", 16)),
             stop_token_ids=tuple(int(t) for t in body.get("stop_token_ids") or ()),
             seed=body.get("seed"),

@@ -78,6 +78,14 @@ def test_header_sessions_completions_and_errors(gateway):
         client.chat.completions.create(model="swe-rl", messages=[{"role": "user", "content": "word " * 500}])
     with pytest.raises(openai.NotFoundError):
         client.post("/nope", cast_to=dict, body={})
+    # vLLM's sampling fields reach the local sampler: top_k=1 at T=1 is greedy; a bad one is refused by name
+    msgs = [{"role": "user", "content": "Fix calc.py."}]
+    greedy = client.chat.completions.create(model="swe-rl", messages=msgs, max_tokens=12, temperature=0)
+    top1 = client.chat.completions.create(model="swe-rl", messages=msgs, max_tokens=12, temperature=1.0, seed=4,
+                                          extra_body={"top_k": 1})  # fmt: skip
+    assert top1.choices[0].message.content == greedy.choices[0].message.content
+    with pytest.raises(openai.BadRequestError, match="min_p"):
+        client.chat.completions.create(model="swe-rl", messages=msgs, extra_body={"min_p": -0.1})
 
 
 def test_gateway_over_a_served_backend(gateway):

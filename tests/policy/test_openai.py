@@ -264,3 +264,37 @@ def test_sampling_top_k_min_p_and_extra_body_reach_the_request():
     assert body["top_k"] == 20 and body["min_p"] == 0.05 and body["repetition_penalty"] == 1.05
     plain = OpenAIPolicy("http://127.0.0.1:9/v1", "m").request_body([1], SamplingParams())
     assert "top_k" not in plain and "min_p" not in plain  # off by default: the server's own defaults apply
+
+
+async def test_top_k_and_min_p_reach_the_served_local_sampler(policy_server, tiny_tokenizer):
+    """Through HTTP to the HF policy behind the server: top_k=1 at T=1 samples the greedy tokens; a bad min_p is one
+    400 naming it (HFLocalPolicy used to ignore both fields, and the server to drop them)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    server, _ = policy_server
+    client = OpenAIPolicy(server.base_url, "tiny", max_retries=0)
+    prompt = tiny_tokenizer("def add(a, b):")["input_ids"]
+    greedy = await client.generate(prompt, SamplingParams(temperature=0, max_new_tokens=10))
+    top1 = await client.generate(prompt, SamplingParams(temperature=1.0, top_k=1, max_new_tokens=10, seed=3))
+    spread = await client.generate(prompt, SamplingParams(temperature=1.0, max_new_tokens=10, seed=3))
+    assert top1.token_ids == greedy.token_ids and spread.token_ids != greedy.token_ids
+    await client.close()
+    req = urllib.request.Request(f"{server.base_url}/completions", method="POST",
+                                 data=json.dumps({"prompt": prompt, "min_p": 2}).encode())  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=30)
+    assert err.value.code == 400 and "min_p=2: expected 0.0 <= min_p <= 1.0" in err.value.read().decode()
+
+
+def test_truncation_fields_of_a_request_body():
+    from swe_rl.policy.base import truncation_fields
+
+    assert truncation_fields({}) == {}
+    assert truncation_fields({"top_p": 0.9, "top_k": 0, "min_p": None}) == {"top_p": 0.9, "top_k": -1}
+    assert truncation_fields({"top_k": 20.0, "min_p": "0.05"}) == {"top_k": 20, "min_p": 0.05}
+    for body, msg in (({"top_k": 2.5}, "top_k=2.5: expected an integer"), ({"top_p": 1.5}, "top_p=1.5: expected"),
+                      ({"min_p": "x"}, "min_p='x': expected a number"), ({"top_k": True}, "top_k=True")):  # fmt: skip
+        with pytest.raises(ValueError, match=msg.replace("(", r"\(")):
+            truncation_fields(body)
