@@ -257,9 +257,8 @@ def _cutoff(
         settled = ~rows | (ks > 0) | ~keep[:, -1] | ((top_p < 1.0) & (cum[:, -1] > top_p * z))
         if k >= vocab or bool(settled.all()):
             break
-        k = (
-            k * 16 if k * 16 <= vocab // 4 else vocab
-        )  # past a quarter of the vocabulary a sort costs the same
+        # past a quarter of the vocabulary a topk costs what the full sort does
+        k = k * 16 if k * 16 <= vocab // 4 else vocab
     # top_p drops a token once the kept mass before it is past top_p of z; the first token is always kept
     keep &= ~((top_p[:, None] < 1.0) & ((cum - head.double() * keep) > top_p[:, None] * z[:, None]))
     last = (keep.sum(-1) - 1).clamp_(min=0)  # kept tokens are a prefix of the descending head
