@@ -139,11 +139,9 @@ async def run_episode(
             if wait <= 0:
                 status = "timeout"
                 break
-            seed = (
-                None
-                if cfg.seed is None
-                else turn_seed(cfg.seed, task.instance_id, sample_idx, counts["steps"])
-            )
+            seed = None  # seed 0 is a seed: no truthiness test
+            if cfg.seed is not None:
+                seed = turn_seed(cfg.seed, task.instance_id, sample_idx, counts["steps"])
             sampling = SamplingParams(
                 temperature=cfg.temperature,
                 top_p=cfg.top_p,

@@ -70,10 +70,10 @@ def run_demo(cfg: DemoConfig, console: Any = None) -> Path:
             if not any(r["step"] == state.step and "eval/greedy_success" in r for r in rows):
                 run.log_metrics(state.step, {f"eval/{k}": v for k, v in env.evaluator(state.step).items()})
                 rows = run.read_metrics()
-            if "greedy" not in env.evaluator.last:  # a finished run, resumed: evaluate its last weights again
-                env.evaluator(
-                    state.step
-                )  # (same seeds, same result) for the held-out report, not the metrics
+            if "greedy" not in env.evaluator.last:
+                # a finished run, resumed: evaluate its last weights again (same seeds, same result) for the
+                # held-out report; the metrics already hold this evaluation
+                env.evaluator(state.step)
             from swe_rl.train.evaluate import write_eval_report
 
             held_md = write_eval_report(env.evaluator.last["greedy"], env.evaluator.tasks, root.report / "heldout",
