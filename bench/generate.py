@@ -1,5 +1,6 @@
 """Generation benchmark: HFLocalPolicy.generate_batch against transformers' own `generate` (plain, and returning
-the logits), side by side in one run, greedy and sampled.
+the logits), side by side in one run: greedy, sampled at T=1, and Qwen3's recommended sampling (T=0.6, top_p 0.95,
+top_k 20: transformers applies top_p with a sort over the whole vocabulary, ours from the top 256).
 
 On a CUDA device (the default when there is one): a random Qwen2.5-1.5B shape in bf16, 32 prompts of ~1K tokens,
 256 new tokens each (no stop token, so every row generates all 256). Ours also returns the log-prob and the exact
@@ -63,13 +64,22 @@ def _sync(dev: str) -> None:
         torch.cuda.synchronize()
 
 
-def ours(model, prompts: list[list[int]], new: int, sampled: bool) -> int:
+# decoding -> (temperature, top_p, top_k); temperature 0 = greedy
+DECODING = {
+    "greedy": (0.0, 1.0, -1),
+    "sampled T=1": (1.0, 1.0, -1),
+    "T=0.6 top_p 0.95 top_k 20": (0.6, 0.95, 20),
+}
+
+
+def ours(model, prompts: list[list[int]], new: int, how: str) -> int:
     from swe_rl.policy.base import SamplingParams
     from swe_rl.policy.hf import HFLocalPolicy
 
+    t, top_p, top_k = DECODING[how]
     policy = HFLocalPolicy(model, None, pad_token_id=0, reuse_prefix=False, max_batch=len(prompts))
     policy.tokenizer = _NoDecode()
-    sps = [SamplingParams(temperature=1.0 if sampled else 0, max_new_tokens=new) for _ in prompts]
+    sps = [SamplingParams(temperature=t, top_p=top_p, top_k=top_k, max_new_tokens=new) for _ in prompts]
     out = policy.generate_batch(prompts, sps)
     return sum(len(c.token_ids) for c in out)
 
@@ -84,7 +94,7 @@ class _NoDecode:
         return ""
 
 
-def hf_generate(model, prompts: list[list[int]], new: int, logits: bool, sampled: bool) -> int:
+def hf_generate(model, prompts: list[list[int]], new: int, logits: bool, how: str) -> int:
     width = max(len(p) for p in prompts)
     dev = next(model.parameters()).device
     ids = torch.zeros(len(prompts), width, dtype=torch.long, device=dev)
@@ -92,10 +102,11 @@ def hf_generate(model, prompts: list[list[int]], new: int, logits: bool, sampled
     for i, p in enumerate(prompts):  # left padding, as for batched decoder-only generation
         ids[i, width - len(p) :] = torch.tensor(p, device=dev)
         attn[i, width - len(p) :] = 1
-    how = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0) if sampled else dict(do_sample=False)
+    t, top_p, top_k = DECODING[how]
+    kw = dict(do_sample=True, temperature=t, top_p=top_p, top_k=max(top_k, 0)) if t else dict(do_sample=False)
     with torch.inference_mode():
         out = model.generate(input_ids=ids, attention_mask=attn, max_new_tokens=new, min_new_tokens=new,
-                             output_logits=logits, return_dict_in_generate=logits, **how)  # fmt: skip
+                             output_logits=logits, return_dict_in_generate=logits, **kw)  # fmt: skip
     seqs = out.sequences if logits else out
     return int(seqs[:, width:].numel())
 
@@ -130,13 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     ).tolist()  # unequal, as in a batch
     prompts = [torch.randint(1, vocab, (k,), generator=g).tolist() for k in lens]
     runs = {}
-    for sampled in (False, True):
-        how = "sampled T=1" if sampled else "greedy"
-        runs[("HFLocalPolicy.generate_batch (log-probs + entropy)", how)] = (
-            lambda s=sampled: ours(model, prompts, new, s))  # fmt: skip
-        runs[("transformers generate", how)] = lambda s=sampled: hf_generate(model, prompts, new, False, s)
-        runs[("transformers generate, output_logits", how)] = lambda s=sampled: hf_generate(
-            model, prompts, new, True, s
+    for how in DECODING:
+        runs[("HFLocalPolicy.generate_batch (log-probs + entropy)", how)] = lambda h=how: ours(
+            model, prompts, new, h
+        )
+        runs[("transformers generate", how)] = lambda h=how: hf_generate(model, prompts, new, False, h)
+        runs[("transformers generate, output_logits", how)] = lambda h=how: hf_generate(
+            model, prompts, new, True, h
         )
     for fn in runs.values():  # warm-up: kernels, allocator
         fn()

@@ -303,6 +303,7 @@ def _generate(
         bool(p < 1.0) or t[1] > 0 or t[2] > 0 for p, t in zip(top_ps.cpu().tolist(), trunc, strict=True)
     ]
     max_top_k = max(t[1] for t in trunc)
+    use_min_p = any(t[2] > 0 for t in trunc)  # else min_p's two passes over (B, V) are skipped
     seeds = [samplings[i].seed for i in rows]
     gens = [None if s is None else torch.Generator(device=device).manual_seed(s) for s in seeds]
     cache = DynamicCache(ddp_cache_data=batch["layers"], config=model.config)
@@ -322,7 +323,8 @@ def _generate(
 
     while rows:
         tok, lp, ent = _sample(out.logits[:, -1, :].float(), temps, top_ps, greedy, gens, top_ks=top_ks,
-                               min_ps=min_ps, truncate=any(trunc_l), max_top_k=max_top_k, all_greedy=all(greedy_l),
+                               min_ps=min_ps if use_min_p else None, truncate=any(trunc_l), max_top_k=max_top_k,
+                               all_greedy=all(greedy_l),
                                unit_temps=all(unit_l))  # fmt: skip
         keep = []
         # one host copy per step, not per row nor per tensor (float64 holds token ids and fp32 values exactly)
