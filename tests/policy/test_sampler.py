@@ -202,3 +202,25 @@ def test_greedy_rows_take_the_argmax_and_an_all_greedy_step_draws_nothing():
     assert torch.equal(torch.get_rng_state(), state), (
         "an all-greedy step must not advance the global generator"
     )
+
+
+def test_the_sampler_makes_no_tensor_off_its_inputs_device():
+    """Device guard (as tests/algo/test_device_placement.py): CPU inputs under torch's `meta` default device, so a
+    tensor made without the inputs' device lands on `meta` and fails next to them. Every path: greedy, plain,
+    truncating (escalating to a full sort), mixed seeded and unseeded rows."""
+    g = torch.Generator().manual_seed(3)
+    logits = torch.cat([torch.randn(2, 2000, generator=g) * 4, torch.zeros(2, 2000)])
+    n = len(logits)
+    gens = [torch.Generator().manual_seed(1), None, None, torch.Generator().manual_seed(2)]
+    with torch.device("meta"):
+        for trunc in (False, True):
+            tok, lp, ent = _sample(
+                logits, torch.tensor([0.7, 1.0, 1.3, 1.0], device="cpu"),
+                torch.tensor([0.9, 1.0, 0.95, 0.5], device="cpu"), torch.tensor([False, True, False, False], device="cpu"),
+                gens, top_ks=torch.tensor([-1, -1, 20, -1], device="cpu"),
+                min_ps=torch.tensor([0.05, 0.0, 0.0, 0.0], device="cpu"), truncate=trunc,
+            )  # fmt: skip
+            assert tok.device.type == lp.device.type == ent.device.type == "cpu"
+        tok, _, _ = _sample(logits, torch.ones(n, device="cpu"), torch.ones(n, device="cpu"),
+                            torch.ones(n, dtype=torch.bool, device="cpu"), [None] * n, all_greedy=True)  # fmt: skip
+        assert tok.device.type == "cpu"
