@@ -24,25 +24,23 @@ def truncation_fields(body: dict) -> dict:
     """top_p, top_k and min_p of an OpenAI/vLLM-style request body as SamplingParams fields, checked: a bad value
     raises one ValueError naming the field. Absent (or null) = off; top_k <= 0 = off, as vLLM reads it."""
     out: dict = {}
-    for name, kind, lo, hi in (
-        ("top_p", float, 0.0, 1.0),
-        ("top_k", int, None, None),
-        ("min_p", float, 0.0, 1.0),
-    ):
+    for name in ("top_p", "top_k", "min_p"):
         raw = body.get(name)
         if raw is None:
             continue
+        integer = name == "top_k"
         try:
-            if isinstance(raw, bool) or (kind is int and float(raw) != int(raw)):
+            if isinstance(raw, bool) or (integer and float(raw) != int(raw)):
                 raise ValueError
-            value = kind(raw)
+            value = int(raw) if integer else float(raw)
         except (TypeError, ValueError):
-            raise ValueError(
-                f"{name}={raw!r}: expected {'an integer' if kind is int else 'a number'}"
-            ) from None
-        if lo is not None and not lo <= value <= hi:
-            raise ValueError(f"{name}={raw!r}: expected {lo} <= {name} <= {hi}")
-        out[name] = value if kind is float or value > 0 else -1
+            raise ValueError(f"{name}={raw!r}: expected {'an integer' if integer else 'a number'}") from None
+        if integer:
+            out[name] = value if value > 0 else -1
+        elif 0.0 <= value <= 1.0:
+            out[name] = value
+        else:
+            raise ValueError(f"{name}={raw!r}: expected 0.0 <= {name} <= 1.0")
     return out
 
 
