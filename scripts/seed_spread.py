@@ -74,11 +74,17 @@ def main() -> None:
     ap.add_argument("--label", default="current seeding")
     ap.add_argument("--out", default="runs/seed_spread")
     a = ap.parse_args()
+    try:
+        seeds = [int(x) for x in a.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds {a.seeds!r}: expected integers separated by commas")
+    if a.samples < 1:
+        ap.error(f"--samples {a.samples}: expected >= 1")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "spread.json"
     data = json.loads(path.read_text()) if path.is_file() else {"results": {}}  # other labels are kept
-    rates = measure([int(s) for s in a.seeds.split(",")], a.samples, a.init)
+    rates = measure(seeds, a.samples, a.init)
     data["results"][a.label] = {str(k): v for k, v in rates.items()}
     from swe_rl.experiments.demo import DemoConfig
 
