@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 DEFAULT_CHUNK = 512
+_LOWEST = torch.finfo(torch.float32).min
 
 
 def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
@@ -27,6 +28,9 @@ def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
     if temperature != 1.0:
         z.div_(temperature)
     z.sub_(z.amax(dim=-1, keepdim=True))
+    # A masked logit (-inf) has p = 0 and adds 0 to H; left as -inf, e·z' would be 0·(-inf) = NaN. Clamped to the
+    # lowest finite float it still has e = 0, and e·z' = 0. (A row masked entirely has no distribution: NaN.)
+    z.clamp_(min=_LOWEST)
     e = torch.exp(z)
     s = e.sum(-1)
     dot = e.mul_(z).sum(-1)  # (N,) Σ_v e_v z'_v, reusing e's buffer (torch's sum is pairwise: accurate)
@@ -34,8 +38,9 @@ def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
 
 
 def _entropy_grad(z: Tensor, h: Tensor, g: Tensor, temperature: float) -> Tensor:
-    """dL/dlogits for one chunk: dH/dz = −p ⊙ (log p + H), times the upstream g (N,) and 1/temperature."""
-    logp = torch.log_softmax(z, dim=-1)
+    """dL/dlogits for one chunk: dH/dz = −p ⊙ (log p + H), times the upstream g (N,) and 1/temperature
+    (a masked logit, p = 0, gets 0, as in the forward)."""
+    logp = torch.log_softmax(z, dim=-1).clamp_(min=_LOWEST)
     return -(logp.exp() * (logp + h[:, None])) * (g[:, None] / temperature)
 
 

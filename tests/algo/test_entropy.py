@@ -71,3 +71,24 @@ def test_bad_input():
         token_entropy(torch.randn(2, 3), chunk_size=0)
     with pytest.raises(ValueError, match="lm_head"):
         token_entropy_from_hidden(torch.randn(2, 3), torch.randn(5, 4))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_masked_logits_give_the_entropy_and_gradient_of_what_is_left(temperature):
+    """A logit set to -inf (a masked or padded vocabulary row) has probability 0: the entropy and its gradient are
+    those of the remaining logits, and the masked ones get gradient 0 (0 * -inf would make both NaN)."""
+    torch.manual_seed(3)
+    logits = torch.randn(5, 64) * 3
+    keep = torch.rand(5, 64) > 0.3
+    keep[:, 0] = True
+    masked = logits.masked_fill(~keep, float("-inf")).requires_grad_(True)
+    w_out = torch.randn(5)
+    got = token_entropy(masked, chunk_size=2, temperature=temperature)
+    (got * w_out).sum().backward()
+    for r in range(5):
+        sub = logits[r][keep[r]].clone().requires_grad_(True)
+        ref = naive(sub, temperature)
+        (ref * w_out[r]).backward()
+        assert abs(got[r].item() - ref.item()) < 1e-5
+        assert torch.allclose(masked.grad[r][keep[r]], sub.grad.float(), atol=1e-5)
+        assert torch.all(masked.grad[r][~keep[r]] == 0)
