@@ -7,17 +7,23 @@
 #   4. two RL steps of the built-in trainer on the GPU (configs/train/gpu_check.yaml: generated micro tasks, the
 #      local sandbox backend, rollouts in-process on one event loop, no Ray).
 # Logs go to $OUT (the device tool brings that folder back), else to runs/gpu_check/. Exit 0 = every part passed.
+# --bench instead runs the GPU benchmarks, a second call when device time is left (~6 min): bench/generate.py
+# (ours vs transformers' generate, best of 2) and bench/gpu_train.py (1.5B shape, GPU_BENCH_SHAPES=1.5b,7b for
+# both), their tables in $OUT/bench/ (the default docs/results/ would stay on that machine).
 # Usage: bash scripts/gpu_check.sh                 on the GPU machine (fails without CUDA)
 #        bash scripts/gpu_check.sh --allow-cpu     dry run here: the same parts on the CPU at small sizes
+#        bash scripts/gpu_check.sh --bench [--allow-cpu]
 # Env: PYTHON (default python3), GPU_CHECK_WHEELS (default .whl), GPU_CHECK_SITE (default /tmp/site).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ALLOW_CPU=0
+BENCH=0
 for arg in "$@"; do
   case "$arg" in
     --allow-cpu) ALLOW_CPU=1 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "gpu_check: unknown argument $arg (--allow-cpu, --help)" >&2; exit 2 ;;
+    --bench) BENCH=1 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu_check: unknown argument $arg (--allow-cpu, --bench, --help)" >&2; exit 2 ;;
   esac
 done
 PY="${PYTHON:-python3}"
@@ -67,6 +73,16 @@ if [ "$CUDA" != 1 ]; then
   export SWE_RL_GPU_TESTS_ON_CPU=1
   SMOKE_ARGS=(--device cpu)
   OVERRIDES=(-o device=cpu -o model.threads=2)
+fi
+
+if [ "$BENCH" = 1 ]; then
+  DRY=()
+  [ "$CUDA" = 1 ] || DRY=(--cpu-dry-run)
+  part bench-generate 280 "$PY" bench/generate.py --repeat 2 --out "$LOGS/bench" "${DRY[@]}"
+  part bench-train 240 "$PY" bench/gpu_train.py --shapes "${GPU_BENCH_SHAPES:-1.5b}" --out "$LOGS/bench" "${DRY[@]}"
+  rm -rf "$WORK"
+  say "done in $((SECONDS - START)) s, exit $status"
+  exit $status
 fi
 
 part test-gpu 300 "$PY" -m pytest -m gpu tests/gpu tests/openrlhf/test_seam_device.py -q -rs -p no:cacheprovider

@@ -42,6 +42,28 @@ def test_gpu_smoke_script_refuses_cuda_without_gpu():
     assert res.returncode == 2 and "use --device cpu" in res.stdout, res.stderr
 
 
+def test_gpu_check_refuses_a_machine_without_cuda_unless_told_it_is_a_dry_run(tmp_path):
+    import os
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    env = {
+        **os.environ,
+        "OUT": str(tmp_path),
+        "PYTHON": sys.executable,
+        "GPU_CHECK_WHEELS": str(tmp_path / "none"),
+    }
+    res = _run(["bash", "scripts/gpu_check.sh", "--bench"], env=env)  # the check's parts refuse the same way
+    assert res.returncode == 1 and "no CUDA device" in res.stdout and "--allow-cpu" in res.stdout, res.stdout
+    assert "cuda_available False" in (tmp_path / "device.txt").read_text()  # the device line is written first
+    assert not list(tmp_path.glob("*.log")), "no part may run without CUDA or --allow-cpu"
+    bad = _run(["bash", "scripts/gpu_check.sh", "--bnch"], env=env)
+    assert bad.returncode == 2 and "unknown argument --bnch" in bad.stderr and "--bench" in bad.stderr
+
+
 def test_env_check_reports_missing_gpu_stack(tmp_path):
     checks = {c.name: c for c in run_checks(8, 1.0, [str(tmp_path)], [], docker=False, shm_gb=0)}
     assert checks["openrlhf"].ok and checks["torch"].ok and checks[f"disk {tmp_path}"].ok
