@@ -105,6 +105,8 @@ def _check_advantages(job: dict, exps: list[dict], rtol: float = 1e-4, atol: flo
 
 
 @pytest.mark.ray
+@pytest.mark.slow  # make test's 15-minute budget (2026-12-05: 36 s); .ci/run still runs it (make test-ci-slow)
+@pytest.mark.ci_slow
 def test_policy_actors_deliver_exact_entropy_to_the_seam(job, tmp_path, orl_run_actors):
     out = orl_run_actors("sync", job, tmp_path)
     assert set(out["actor_classes"]) == {"SweRlPolicyModelActor"}

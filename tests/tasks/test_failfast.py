@@ -239,6 +239,8 @@ def _check_fast(cases, fast) -> None:
 
 
 @pytest.mark.docker
+@pytest.mark.slow  # make test's 15-minute budget (2026-12-05: 37 s, its heaviest test); .ci/run still runs it
+@pytest.mark.ci_slow
 @pytest.mark.timeout(1200)
 async def test_fail_fast_gives_the_full_runs_verdicts_on_golds_and_exploits(tasks_micro_images):
     """The full run's verdicts on these patches are asserted by their own tests (test_integrity_exploits,
