@@ -105,7 +105,12 @@ def command_script(
     )
     lines.append("__sb_rc=$?")
     if kill_background:  # the command's leftover background processes die with it (setsid ones escape)
-        lines.append("kill -9 -- -$! 2>/dev/null")
+        # SIGKILL is asynchronous: until the group's last member is gone (up to 1 s), a fork bomb's children can
+        # still be dying when the next command runs; the wait costs one builtin when the group is already gone
+        lines.append(
+            "kill -9 -- -$! 2>/dev/null; __sb_w=0; "
+            "while kill -0 -- -$! 2>/dev/null && [ $__sb_w -lt 100 ]; do sleep 0.01; __sb_w=$((__sb_w + 1)); done"
+        )
     lines += [
         f"if [ -s {s}/child_ok ]; then",
         f'  if [ -s {s}/child_cwd ]; then IFS= read -r __sb_d < {s}/child_cwd; cd -- "$__sb_d" 2>/dev/null; fi',
