@@ -1,4 +1,5 @@
-"""Run directory convention: runs/<name>/{config.yaml, metrics.jsonl, trajectories/, checkpoints/, report/}."""
+"""Run directory convention: runs/<name>/{config.yaml, metrics.jsonl, trajectories/, checkpoints/, report/}, and
+with held-out evaluation eval_tasks/ (per-task rewards) and eval_episodes/ (every episode) per evaluation."""
 
 from __future__ import annotations
 
@@ -36,6 +37,14 @@ class RunDir:
     @property
     def trajectories(self) -> Path:
         return self.root / "trajectories"
+
+    @property
+    def eval_tasks(self) -> Path:
+        return self.root / "eval_tasks"
+
+    @property
+    def eval_episodes(self) -> Path:
+        return self.root / "eval_episodes"
 
     @property
     def checkpoints(self) -> Path:

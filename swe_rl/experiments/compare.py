@@ -4,7 +4,8 @@ Each run is `<out>/<method>_s<seed>` with the demo's RL settings and the `algo` 
 configs/train/<method>.yaml; runs resume, so an interrupted comparison continues where it stopped. With
 `jobs > 1` the runs go to that many worker processes (after the start checkpoint exists).
 
-Every held-out evaluation writes its per-task rewards to `<run>/eval_tasks/step_<step>.json`; the summary's
+Every held-out evaluation writes its episodes to `<run>/eval_episodes/step_<step>.jsonl` (how each one failed can
+be read afterwards) and its per-task rewards to `<run>/eval_tasks/step_<step>.json`; the summary's
 primary metric (fixed before the outcome study ran, so that no result could choose it) is read from them: per run and held-out task, the mean
 sampled (T=1) success over the last K evaluations and all samples; per method, the paired difference against a
 baseline method, seed by seed, with a two-level bootstrap interval (seeds, then tasks; swe_rl.experiments.stats).
@@ -134,18 +135,22 @@ class Step0Cache:
     """Every run of a comparison starts from the same checkpoint and evaluates the same held-out episodes with
     the same seeds, so the step-0 evaluation is computed once and reused (keyed by everything it depends on).
     The cache file also holds the per-task rewards, written into each run's eval_tasks record when served from
-    the cache. The file is written atomically: parallel runs may compute it at the same time (same content)."""
+    the cache, and the sha256 of its episodes file (`<cache>.episodes.jsonl` beside it), copied into each run's
+    eval_episodes when it matches. Files are written atomically: parallel runs may compute them at the same time
+    (same content)."""
 
     def __init__(self, evaluator: Any, path: Path, key: dict[str, Any]):
         self.evaluator, self.path, self.key = evaluator, path, key
+        self.episodes = path.with_name(f"{path.stem}.episodes.jsonl")
 
     def __call__(self, step: int) -> dict[str, float]:
         from swe_rl.evaluation.store import atomic_write
-        from swe_rl.train.evaluate import write_record
+        from swe_rl.train.evaluate import episodes_path, write_record
 
         if step != 0:
             return dict(self.evaluator(step))
         record_dir = getattr(self.evaluator, "record_dir", None)
+        episodes_dir = getattr(self.evaluator, "episodes_dir", None)
         try:
             cached = json.loads(self.path.read_text()) if self.path.is_file() else {}
         except json.JSONDecodeError:  # a torn file from before writes were atomic: evaluate again
@@ -153,13 +158,24 @@ class Step0Cache:
         if cached.get("key") == self.key and (record_dir is None or "tasks" in cached):
             if record_dir is not None:
                 write_record(record_dir, 0, cached["tasks"])
+            text = self.episodes.read_text() if self.episodes.is_file() else ""
+            if episodes_dir is not None and _sha256(text) == cached.get("episodes_sha256"):
+                atomic_write(episodes_path(episodes_dir, 0), text)
             return dict(cached["metrics"])
-        metrics = dict(self.evaluator(0))  # writes its own record when record_dir is set
+        metrics = dict(self.evaluator(0))  # writes its own record and episodes when their dirs are set
         entry: dict[str, Any] = {"key": self.key, "metrics": metrics}
         if (tasks := getattr(self.evaluator, "last_record", None)) is not None:
             entry["tasks"] = tasks
+        if episodes_dir is not None and (written := episodes_path(episodes_dir, 0)).is_file():
+            text = written.read_text()
+            atomic_write(self.episodes, text)
+            entry["episodes_sha256"] = _sha256(text)
         atomic_write(self.path, json.dumps(entry, indent=1))
         return metrics
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _train_one(cfg: Any) -> None:
@@ -171,8 +187,8 @@ def _train_one(cfg: Any) -> None:
     run.save_config(cfg)
     model, tok = load_policy_model(cfg)
     env = build_env(cfg, model, tok)
-    if env.evaluator is not None:  # per-task rewards of every evaluation, for the paired bootstrap
-        env.evaluator.record_dir = run.root / "eval_tasks"
+    if env.evaluator is not None:  # every evaluation's per-task rewards (the paired bootstrap) and episodes
+        env.evaluator.keep_in(run)
     # the checkpoint's weights, not only its path: a checkpoint replaced in place must be evaluated again
     weights = sorted(Path(cfg.model.init).glob("*.safetensors"))
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in weights)).hexdigest()

@@ -60,6 +60,7 @@ def run_demo(cfg: DemoConfig, console: Any = None) -> Path:
     # Bars for the RL steps and for every rollout / held-out evaluation call (plain lines when not a terminal).
     with RunProgress(console) as bars:
         env = build_env(tcfg, model, tok, bars)
+        env.evaluator.keep_in(run)  # every evaluation's per-task rewards and episodes stay in runs/demo/rl
         try:
             print(f"demo: RL for {tcfg.steps} steps from {init}", flush=True)
             on_step = step_progress(bars, tcfg.steps, resumed_step(run.checkpoints, True))

@@ -7,7 +7,9 @@ evaluation harness's report (`write_eval_report`) so the demo's report has the s
 
 With `record_dir` set, every evaluation also writes the per-task rewards (`record_dir/step_<step>.json`:
 `{"step": .., "modes": {mode: {task_id: [reward of sample 0, 1, ..]}}}`), which `swe-rl compare`'s paired
-two-level bootstrap resamples.
+two-level bootstrap resamples. With `episodes_dir` set, it writes every episode (`episodes_dir/step_<step>.jsonl`,
+one JSON line each: mode, task_id, sample, reward, resolved, exit, failure, patch, messages), so how a held-out
+episode failed can be read after the run.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from typing import Any
 
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.evaluation.store import atomic_write
+from swe_rl.runs import RunDir
 from swe_rl.tasks.task import Task
 
 
 class HeldOutEval:
     def __init__(self, rollouter: Any, tasks: list[Task], *, sampled: int = 0, seed: int = 10_000,
-                 record_dir: Path | None = None):  # fmt: skip
+                 record_dir: Path | None = None, episodes_dir: Path | None = None):  # fmt: skip
         self.rollouter = rollouter  # a PipelineRollouter (its agent_cfg sets the limits)
         self.tasks = tasks
         self.sampled = sampled  # samples per task at T=1 (0 = greedy only)
@@ -32,10 +35,11 @@ class HeldOutEval:
         self.last: dict[str, list[Trajectory]] = {}
         self.record_dir: Path | None = record_dir  # when set, run(step) writes the per-task rewards there
         self.last_record: dict[str, dict[str, list[float]]] = {}  # mode -> task_id -> rewards of the last run
+        self.episodes_dir: Path | None = episodes_dir  # when set, run(step) writes every episode there
 
     def run(self, step: int = 0) -> dict[str, float]:
         out: dict[str, float] = {}
-        self.last_record = {}
+        self.last, self.last_record = {}, {}
         for mode, temp, n in (("greedy", 0.0, 1), ("sampled", 1.0, self.sampled)):
             if n <= 0:
                 continue
@@ -46,9 +50,15 @@ class HeldOutEval:
             out.update(summarize(trajs, self.tasks, n, prefix=f"{mode}_"))
         if self.record_dir is not None:
             write_record(self.record_dir, step, self.last_record)
+        if self.episodes_dir is not None:
+            write_episodes(self.episodes_dir, step, self.last, self.tasks)
         return out
 
     __call__ = run
+
+    def keep_in(self, run: RunDir) -> None:
+        """Every later evaluation writes its per-task rewards and episodes into the run directory."""
+        self.record_dir, self.episodes_dir = run.eval_tasks, run.eval_episodes
 
 
 def task_rewards(trajs: list[Trajectory]) -> dict[str, list[float]]:
@@ -68,6 +78,30 @@ def write_record(record_dir: Path, step: int, modes: dict[str, dict[str, list[fl
     path = record_path(record_dir, step)
     atomic_write(path, json.dumps({"step": step, "modes": modes}))
     return path
+
+
+def episodes_path(episodes_dir: Path, step: int) -> Path:
+    return Path(episodes_dir) / f"step_{step:06d}.jsonl"
+
+
+def write_episodes(
+    episodes_dir: Path, step: int, modes: dict[str, list[Trajectory]], tasks: list[Task]
+) -> Path:
+    """Write one evaluation's episodes atomically, one JSON line each, in rollout order (task-major; `sample` is
+    the episode's index among its task's samples in that mode)."""
+    by_id = {t.instance_id: t for t in tasks}
+    lines = []
+    for mode, trajs in modes.items():
+        seen: Counter[str] = Counter()
+        for t in trajs:
+            task = by_id.get(t.task_id)
+            rec = {"mode": mode, "task_id": t.task_id, "sample": seen[t.task_id], "reward": t.reward,
+                   "resolved": bool(t.resolved), "exit": t.exit_status,
+                   "failure": failure_mode(t, task) if task is not None else None,
+                   "patch": t.patch, "messages": t.messages}  # fmt: skip
+            seen[t.task_id] += 1
+            lines.append(json.dumps(rec) + "\n")
+    return atomic_write(episodes_path(episodes_dir, step), "".join(lines))
 
 
 def summarize(trajs: list[Trajectory], tasks: list[Task], n: int, prefix: str = "") -> dict[str, float]:

@@ -146,6 +146,8 @@ def train_command(
     model, tok = load_policy_model(cfg)
     with RunProgress(console) as bars:
         env = build_env(cfg, model, tok, bars)
+        if env.evaluator is not None:  # every evaluation's per-task rewards and episodes stay in the run
+            env.evaluator.keep_in(run)
         on_step = step_progress(bars, cfg.steps, resumed_step(run.checkpoints, resume))
         try:
             state = train(cfg, run, model, tok, env.rollouter, env.tasks, sample_tasks=env.sample_tasks,

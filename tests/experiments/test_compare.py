@@ -134,6 +134,20 @@ def test_heldout_eval_writes_per_task_records(tmp_path):
     assert rec == {"step": 7, "modes": {"greedy": {"t0": [1.0], "t1": [0.0], "t2": [1.0]},
                                         "sampled": {"t0": [1.0, 0.0], "t1": [0.0, 0.0], "t2": [1.0, 0.0]}}}  # fmt: skip
     assert [p.name for p in (tmp_path / "rec").iterdir()] == ["step_000007.json"]  # no temporary left
+    assert not (tmp_path / "eps").exists()  # no episodes_dir: no episodes written
+
+    ev.episodes_dir = tmp_path / "eps"
+    ev.run(8)
+    assert [p.name for p in (tmp_path / "eps").iterdir()] == ["step_000008.jsonl"]
+    lines = [json.loads(x) for x in (tmp_path / "eps" / "step_000008.jsonl").read_text().splitlines()]
+    assert [(r["mode"], r["task_id"], r["sample"], r["reward"]) for r in lines] == [
+        ("greedy", "t0", 0, 1.0), ("greedy", "t1", 0, 0.0), ("greedy", "t2", 0, 1.0),
+        ("sampled", "t0", 0, 1.0), ("sampled", "t0", 1, 0.0), ("sampled", "t1", 0, 0.0), ("sampled", "t1", 1, 0.0),
+        ("sampled", "t2", 0, 1.0), ("sampled", "t2", 1, None)]  # fmt: skip
+    # the evaluator's failure modes (tasks without a flawed expert: "unknown"; resolved: none)
+    assert {(r["resolved"], r["failure"]) for r in lines} == {(False, "unknown")}
+    assert set(lines[0]) == {"mode", "task_id", "sample", "reward", "resolved", "exit", "failure", "patch",
+                             "messages"}  # fmt: skip
 
 
 def test_step0_cache_gives_every_run_its_step0_record(tmp_path):
@@ -142,12 +156,15 @@ def test_step0_cache_gives_every_run_its_step0_record(tmp_path):
     calls = []
 
     class Ev:
-        def __init__(self, record_dir):
-            self.record_dir, self.last_record = record_dir, {}
+        def __init__(self, record_dir, episodes_dir=None):
+            self.record_dir, self.episodes_dir, self.last_record = record_dir, episodes_dir, {}
 
         def __call__(self, step):
             calls.append(step)
             self.last_record = {"sampled": {"a": [1.0, 0.0]}}
+            if self.episodes_dir is not None:
+                self.episodes_dir.mkdir(parents=True, exist_ok=True)
+                (self.episodes_dir / f"step_{step:06d}.jsonl").write_text(EPISODES)
             (self.record_dir / f"step_{step:06d}.json").parent.mkdir(parents=True, exist_ok=True)
             (self.record_dir / f"step_{step:06d}.json").write_text(
                 json.dumps({"step": step, "modes": self.last_record})
@@ -168,6 +185,40 @@ def test_step0_cache_gives_every_run_its_step0_record(tmp_path):
     Step0Cache(Ev(tmp_path / "r4"), cache, {"k": 1})(0)
     assert calls == [0, 0, 0] and "tasks" in json.loads(cache.read_text())
     assert not list(tmp_path.glob(".eval_step0.json*"))  # atomic writes leave no temporaries
+
+
+EPISODES = '{"mode": "sampled", "task_id": "a", "sample": 0, "reward": 1.0}\n'
+
+
+def test_step0_cache_gives_every_run_its_step0_episodes(tmp_path):
+    """Each run's eval_episodes holds the step-0 episodes whether it evaluated them or the cache served them; a
+    cached episodes file that is not the one the cache entry names is not copied (no episodes beat wrong ones)."""
+    from swe_rl.experiments.compare import Step0Cache
+
+    calls = []
+
+    class Ev:
+        def __init__(self, root):
+            self.record_dir, self.episodes_dir, self.last_record = root / "rec", root / "eps", {}
+
+        def __call__(self, step):
+            calls.append(step)
+            self.last_record = {"sampled": {"a": [1.0]}}
+            self.episodes_dir.mkdir(parents=True, exist_ok=True)
+            (self.episodes_dir / f"step_{step:06d}.jsonl").write_text(EPISODES)
+            return {"sampled_success": 1.0}
+
+    cache = tmp_path / "eval_step0.json"
+    Step0Cache(Ev(tmp_path / "r1"), cache, {"k": 1})(0)
+    assert (tmp_path / "eval_step0.episodes.jsonl").read_text() == EPISODES
+    Step0Cache(Ev(tmp_path / "r2"), cache, {"k": 1})(0)
+    assert calls == [0]  # served from the cache, episodes included
+    assert (tmp_path / "r2" / "eps" / "step_000000.jsonl").read_text() == EPISODES
+    (tmp_path / "eval_step0.episodes.jsonl").write_text(
+        EPISODES.replace("1.0", "0.0")
+    )  # not the cached run's
+    Step0Cache(Ev(tmp_path / "r3"), cache, {"k": 1})(0)
+    assert calls == [0] and not (tmp_path / "r3" / "eps").exists()
 
 
 def _study(tmp_path, n_seeds=4):
@@ -347,6 +398,24 @@ def test_compare_writes_eval_records_and_the_primary_metric(tmp_path):
         assert all(len(r["sampled"]) == 6 and all(len(v) == 2 for v in r["sampled"].values())
                    for r in recs[name].values())  # fmt: skip
     assert recs["grpo_s0"][0] == recs["grpo_aem_s0"][0]  # the shared step-0 evaluation
+    for name in ("grpo_s0", "grpo_aem_s0"):  # every evaluation's episodes, their rewards those of the record
+        eps = tmp_path / name / "eval_episodes"
+        assert sorted(p.name for p in eps.iterdir()) == [
+            "step_000000.jsonl",
+            "step_000001.jsonl",
+            "step_000002.jsonl",
+        ]
+        for step, modes in recs[name].items():
+            lines = [json.loads(x) for x in (eps / f"step_{step:06d}.jsonl").read_text().splitlines()]
+            got: dict = {}
+            for r in lines:
+                got.setdefault(r["mode"], {}).setdefault(r["task_id"], []).append(float(r["reward"] or 0.0))
+                assert r["messages"] and r["exit"]
+            assert got == modes
+    step0 = [
+        (tmp_path / n / "eval_episodes" / "step_000000.jsonl").read_text() for n in ("grpo_s0", "grpo_aem_s0")
+    ]
+    assert step0[0] == step0[1]  # the second run's from the cache
 
     def by_hand(name):  # mean over tasks of the mean over the last two evaluations' samples
         per_task = [sum(recs[name][st]["sampled"][t][i] for st in (1, 2) for i in range(2)) / 4

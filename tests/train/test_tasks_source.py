@@ -64,3 +64,16 @@ def test_two_rl_steps_of_the_shipped_checkpoint_on_a_task_file(tmp_path):
              for x in f.read_text().splitlines()]  # fmt: skip
     assert len(trajs) == 4 and all(t["exit"] != "error" and t["reward"] is not None for t in trajs)
     assert any("eval/greedy_success" in m for m in metrics)  # the held-out set ran through the same pipeline
+    # and its episodes stay in the run beside its per-task rewards, one file per evaluation
+    records = sorted(p.name[:-5] for p in (tmp_path / "tasks" / "eval_tasks").iterdir())
+    episodes = sorted(p.name[:-6] for p in (tmp_path / "tasks" / "eval_episodes").iterdir())
+    assert records and records == episodes
+    for name in records:
+        modes = json.loads((tmp_path / "tasks" / "eval_tasks" / f"{name}.json").read_text())["modes"]
+        lines = [
+            json.loads(x)
+            for x in (tmp_path / "tasks" / "eval_episodes" / f"{name}.jsonl").read_text().splitlines()
+        ]
+        assert {(r["mode"], r["task_id"]): [float(r["reward"] or 0.0)] for r in lines} == {
+            (m, t): v for m, tasks in modes.items() for t, v in tasks.items()}  # fmt: skip
+        assert all(r["patch"] is not None and r["messages"] for r in lines)
