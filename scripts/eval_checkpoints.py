@@ -8,7 +8,8 @@ Each NAME=DIR is a HF model folder (an SFT checkpoint, or `checkpoints/step_N/mo
 data, rollout and sandbox settings are used, so the numbers match the run's own `eval/...` metrics; on generated
 tasks they include how the unresolved episodes failed (`fail/flawed_constant`, `fail/other_edit`, `fail/no_edit`).
 Results go to OUT.json as {name: metrics}, written after each checkpoint; names already there are skipped (resume).
-OUT.png shows, per checkpoint, the share of episodes resolved and failed in each way.
+Every episode goes to OUT_episodes/NAME.jsonl (one JSON line each: mode, task, sample, reward, exit, failure mode,
+patch, messages). OUT.png shows, per checkpoint, the share of episodes resolved and failed in each way.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def main(argv: list[str]) -> int:
     import swe_rl.experiments  # noqa: F401  (registers the experiment data sources)
     from swe_rl.config import ConfigError, load_config
     from swe_rl.train.config import TrainConfig
+    from swe_rl.train.evaluate import write_episodes
     from swe_rl.train.run import build_env, load_policy_model
 
     config, out = Path(argv[0]), Path(argv[1])
@@ -63,6 +65,9 @@ def main(argv: list[str]) -> int:
                 )
                 return 2
             metrics = env.evaluator(0)
+            write_episodes(
+                out.parent / f"{out.stem}_episodes" / f"{name}.jsonl", env.evaluator.last, env.evaluator.tasks
+            )
         finally:
             env.close()
         results[name] = {"checkpoint": d, **metrics}

@@ -51,7 +51,7 @@ class HeldOutEval:
         if self.record_dir is not None:
             write_record(self.record_dir, step, self.last_record)
         if self.episodes_dir is not None:
-            write_episodes(self.episodes_dir, step, self.last, self.tasks)
+            write_episodes(episodes_path(self.episodes_dir, step), self.last, self.tasks)
         return out
 
     __call__ = run
@@ -84,11 +84,9 @@ def episodes_path(episodes_dir: Path, step: int) -> Path:
     return Path(episodes_dir) / f"step_{step:06d}.jsonl"
 
 
-def write_episodes(
-    episodes_dir: Path, step: int, modes: dict[str, list[Trajectory]], tasks: list[Task]
-) -> Path:
-    """Write one evaluation's episodes atomically, one JSON line each, in rollout order (task-major; `sample` is
-    the episode's index among its task's samples in that mode)."""
+def write_episodes(path: Path, modes: dict[str, list[Trajectory]], tasks: list[Task]) -> Path:
+    """Write one evaluation's episodes to `path` atomically, one JSON line each, in rollout order (task-major;
+    `sample` is the episode's index among its task's samples in that mode)."""
     by_id = {t.instance_id: t for t in tasks}
     lines = []
     for mode, trajs in modes.items():
@@ -101,7 +99,7 @@ def write_episodes(
                    "patch": t.patch, "messages": t.messages}  # fmt: skip
             seen[t.task_id] += 1
             lines.append(json.dumps(rec) + "\n")
-    return atomic_write(episodes_path(episodes_dir, step), "".join(lines))
+    return atomic_write(path, "".join(lines))
 
 
 def summarize(trajs: list[Trajectory], tasks: list[Task], n: int, prefix: str = "") -> dict[str, float]:
