@@ -2,13 +2,15 @@
 
 Reads a compare output folder (COMPARE_DIR/<method>_s<seed>/{config.yaml, metrics.jsonl, eval_tasks/,
 trajectories/}); runs no model and no sandbox. Failure modes are the evaluator's own
-(swe_rl.train.evaluate.failure_mode: no_edit = an empty patch). Three sources, and what each can say:
+(swe_rl.train.evaluate.failure_mode: no_edit = an empty patch). Four sources, and what each can say:
 - eval/* metrics (every eval step): per run, the share of empty-patch episodes and the exit reasons, greedy
-  and sampled. Eval trajectories are not stored, so how an eval episode ended up empty is not known;
+  and sampled;
 - eval_tasks/: per-task rewards, so which tasks fail (in any mode, not which mode);
 - trajectories/: the first `log_trajectories` training episodes of every step (all of the batch's first task,
   so one group), replayed on the generated task's file to get their final patch, classified as eval episodes.
-  Advantages and token entropies are not stored per episode.
+  Advantages and token entropies are not stored per episode;
+- eval_episodes/ (runs since 2026-12-05, or re-evaluated with scripts/eval_checkpoints.py): every held-out
+  episode, checked against eval_tasks/ and replayed like the training ones.
 Prints the tables; writes empty_patches.png and summary.json to --out.
 
 Usage: .venv/bin/python scripts/analyze_empty_patches.py [COMPARE_DIR] [--out DIR]
@@ -228,6 +230,93 @@ def logged_episodes(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         **replay(ep, tasks[ep["task_id"]]),
                     }
                 )
+    return out
+
+
+def held_out_episodes(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every stored held-out episode (<run>/eval_episodes/step_N.jsonl: runs made since 2026-12-05 store them;
+    older runs get them from scripts/eval_checkpoints.py, checked here against the run's eval_tasks/ records),
+    replayed like the training episodes; the replay's class must equal the evaluator's stored failure mode."""
+    out = []
+    for run in runs:
+        d, n = run["cfg"]["data"], run["cfg"]["eval"]["n_tasks"]
+        tasks = {t.instance_id: t for t in generate_tasks(n, "held_out", d["seed"], d["n_funcs"])}
+        records = read_records(run["root"])
+        for path in sorted((run["root"] / "eval_episodes").glob("step_*.jsonl")):
+            step = int(path.stem.split("_")[1])
+            eps = [json.loads(line) for line in path.read_text().splitlines()]
+            got: dict[str, dict[str, list[float]]] = {}
+            for ep in eps:
+                got.setdefault(ep["mode"], {}).setdefault(ep["task_id"], []).append(
+                    float(ep["reward"] or 0.0)
+                )
+            if got != records.get(step):
+                raise SystemExit(
+                    f"{path}: its rewards are not those of the run's eval_tasks record of step {step}"
+                )
+            for ep in eps:
+                r = replay(ep, tasks[ep["task_id"]])
+                if (ep["failure"] or "resolved") != r["category"].replace(", unsubmitted", ""):
+                    raise SystemExit(
+                        f"{path}: {ep['task_id']} replays as {r['category']}, stored {ep['failure']}"
+                    )
+                out.append({"run": run["name"], "method": run["method"], "seed": run["seed"], "step": step,
+                            "mode": ep["mode"], "task_id": ep["task_id"], "exit": ep["exit"], **r})  # fmt: skip
+    return out
+
+
+def held_out_section(eps: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the held-out episodes failed, per step and mode: empty-patch patterns, the failed old_str, retries."""
+    if not eps:
+        print("\nno stored held-out episodes (<run>/eval_episodes/): their section is skipped")
+        return {}
+    out: dict[str, Any] = {}
+    keys = sorted({(e["step"], e["mode"]) for e in eps})
+    rows = []
+    for step, mode in keys:
+        sel = [e for e in eps if (e["step"], e["mode"]) == (step, mode)]
+        if step == 0:  # every run evaluates the same start with the same seeds: count it once
+            sel = [e for e in sel if e["run"] == sel[0]["run"]]
+        empty = [e for e in sel if e["category"] == "no_edit"]
+        failed_calls = sum(e["actions"].count("str_replace failed") for e in sel)
+        retried = sum(
+            1
+            for e in sel
+            for i, a in enumerate(e["actions"])
+            if a == "str_replace failed"
+            and any(b.startswith(("view", "str_replace")) for b in e["actions"][i + 1 :])
+        )
+        patterns = Counter(e["pattern"] for e in empty)
+        errors = Counter(x for e in sel for x in e["old_str_errors"])
+        out[f"step {step}/{mode}"] = {"episodes": len(sel), "empty": len(empty), "patterns": dict(patterns),
+                                      "failed_str_replace": failed_calls, "retried_after_failure": retried,
+                                      "old_str_errors": dict(errors)}  # fmt: skip
+        top = "; ".join(f"{p} {k}" for p, k in patterns.most_common())
+        rows.append([step, mode, pct(len(empty), len(sel)), top, f"{retried}/{failed_calls}",
+                     "; ".join(f"{x} {k}" for x, k in errors.most_common(3))])  # fmt: skip
+    print_table(
+        "Held-out episodes (stored or re-evaluated), step 0 counted once: empty patches and how they ended",
+        [
+            "step",
+            "mode",
+            "empty patch",
+            "patterns (episodes)",
+            "retried after a failed edit",
+            "failed old_str (top 3)",
+        ],
+        rows,
+    )
+    methods = sorted({e["method"] for e in eps})
+    later = [(step, mode) for step, mode in keys if step > 0]
+    by_method = {m: {f"step {st}/{mo}": [sum(e["category"] == "no_edit" for e in eps if (e["method"], e["step"], e["mode"]) == (m, st, mo)),
+                                         sum((e["method"], e["step"], e["mode"]) == (m, st, mo) for e in eps)]
+                     for st, mo in later} for m in methods}  # fmt: skip
+    print_table(
+        "Held-out empty patches by method (3 seeds pooled)",
+        ["method", *(f"step {st}, {mo}" for st, mo in later)],
+        [[m, *(pct(*v) for v in by_method[m].values())] for m in methods],
+    )
+    out["by_method"] = by_method
     return out
 
 
@@ -640,6 +729,7 @@ def main() -> None:
         "compare_dir": str(compare_dir),
         "eval": eval_section(runs),
         "training": training_section(runs, eps),
+        "held_out_episodes": held_out_section(held_out_episodes(runs)),
     }
     out.mkdir(parents=True, exist_ok=True)
     plot(runs, eps, summary, out / "empty_patches.png")
