@@ -31,6 +31,7 @@ import yaml
 
 from swe_rl.agent.trajectory import Trajectory
 from swe_rl.experiments.compare import read_records
+from swe_rl.experiments.demo_report import md_table
 from swe_rl.experiments.plots import series
 from swe_rl.runs import RunDir
 from swe_rl.tasks.generator import generate_tasks
@@ -312,7 +313,7 @@ def held_out_section(eps: list[dict[str, Any]]) -> dict[str, Any]:
                                          sum((e["method"], e["step"], e["mode"]) == (m, st, mo) for e in eps)]
                      for st, mo in later} for m in methods}  # fmt: skip
     print_table(
-        "Held-out empty patches by method (3 seeds pooled)",
+        f"Held-out empty patches by method ({len({e['seed'] for e in eps})} seeds pooled)",
         ["method", *(f"step {st}, {mo}" for st, mo in later)],
         [[m, *(pct(*v) for v in by_method[m].values())] for m in methods],
     )
@@ -356,10 +357,7 @@ def pct(k: int, n: int) -> str:
 
 def print_table(title: str, header: list[str], rows: list[list[Any]]) -> None:
     print(f"\n## {title}\n")
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in rows:
-        print("| " + " | ".join(str(x) for x in r) + " |")
+    print("\n".join(md_table(header, rows)))
 
 
 def eval_section(runs: list[dict[str, Any]]) -> dict[str, Any]:
