@@ -205,21 +205,30 @@ def _inverse_cdf(weights: Any, u: Any) -> Any:
 
 
 def _uniforms(gens: list[Any], device: Any) -> Any:
-    """One uniform in (0, 1] per row, float64: a seeded row's from its own generator (so its tokens do not depend
-    on which other rows share the batch), the others' from torch's global generator in one draw. No host sync."""
+    """One uniform in (0, 1] per row, float64: a seeded row's from its own CPU generator, the others' from torch's
+    global generator on the device in one draw. A seeded row's draws depend on its seed alone: not on which other
+    rows share the batch, nor on the device (a CUDA generator's stream is not the CPU one's, so the seeded draws are
+    made on the CPU and copied over: B numbers a step, no device sync). So one seed samples the same tokens on CUDA
+    as on the CPU wherever the two devices' probabilities agree to the draw's resolution."""
     import torch
 
     free = sum(g is None for g in gens)
     glob = torch.rand(free, dtype=torch.float64, device=device)  # (0,) when every row is seeded
     if free == len(gens):
         return 1.0 - glob
-    parts, j = [], 0
+    seeded = torch.cat(
+        [torch.rand(1, dtype=torch.float64, device="cpu", generator=g) for g in gens if g is not None]
+    ).to(device)
+    if free == 0:
+        return 1.0 - seeded
+    parts, j, k = [], 0, 0
     for g in gens:
         if g is None:
             parts.append(glob[j : j + 1])
             j += 1
         else:
-            parts.append(torch.rand(1, dtype=torch.float64, device=device, generator=g))
+            parts.append(seeded[k : k + 1])
+            k += 1
     return 1.0 - torch.cat(parts)
 
 
@@ -305,7 +314,7 @@ def _generate(
     max_top_k = max(t[1] for t in trunc)
     use_min_p = any(t[2] > 0 for t in trunc)  # else min_p's two passes over (B, V) are skipped
     seeds = [samplings[i].seed for i in rows]
-    gens = [None if s is None else torch.Generator(device=device).manual_seed(s) for s in seeds]
+    gens = [None if s is None else torch.Generator().manual_seed(s) for s in seeds]  # CPU: see _uniforms
     cache = DynamicCache(ddp_cache_data=batch["layers"], config=model.config)
     out = model(
         input_ids=batch["input_ids"],

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from swe_rl.policy.hf import _cutoff, _sample
+from swe_rl.policy.hf import _cutoff, _sample, _uniforms
 
 P = [0.5, 0.25, 0.15, 0.1, 0.0]  # the last token can never be drawn
 QWEN_VOCAB = 151936
@@ -180,6 +180,34 @@ def test_a_seeded_row_samples_the_same_tokens_whatever_shares_its_batch(neighbou
     batched = [t[1] for t in draw(torch.cat([other[:1], row, other[1:]]), seeds, [k_other, -1, k_other])]
     assert alone == batched
     assert len(set(alone)) > 10, "forty draws from a spread distribution should not mostly agree"
+
+
+def test_a_seeded_rows_uniforms_come_from_its_seed_on_any_device():
+    """A seeded row's uniforms are its CPU generator's, whatever the device the batch is on (a CUDA generator's
+    stream differs from the CPU's, so drawing there would give one seed other tokens on a GPU); unseeded rows draw
+    from the global generator of the device. `meta` stands in for a device other than the CPU."""
+
+    def draws(seeds: list[int | None], device: str, steps: int = 5) -> torch.Tensor:
+        gens = [None if s is None else torch.Generator().manual_seed(s) for s in seeds]
+        return torch.stack([_uniforms(gens, device) for _ in range(steps)], dim=1)  # (B, steps)
+
+    def own(seed: int, steps: int = 5) -> torch.Tensor:
+        return 1.0 - torch.rand(steps, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+
+    mixed = draws([11, None, 12, None], "cpu")
+    assert torch.equal(mixed[0], own(11)) and torch.equal(mixed[2], own(12))
+    assert torch.equal(draws([12], "cpu")[0], own(12)), "alone or beside unseeded rows: the same draws"
+    assert ((mixed > 0) & (mixed <= 1)).all()
+    assert not torch.equal(mixed[1], mixed[3]), "unseeded rows draw independently"
+    for seeds in ([11, 12], [11, None]):
+        gens = [None if s is None else torch.Generator().manual_seed(s) for s in seeds]
+        out = torch.stack([_uniforms(gens, "meta") for _ in range(5)], dim=1)
+        assert out.device.type == "meta" and out.shape == (2, 5), "the uniforms land on the batch's device"
+        after = torch.Generator().manual_seed(11)
+        after.set_state(gens[0].get_state())
+        assert torch.equal(1.0 - torch.rand(1, dtype=torch.float64, generator=after), own(11, 6)[5:]), (
+            "five draws on another device must be five draws of the row's CPU generator"
+        )
 
 
 def test_greedy_rows_take_the_argmax_and_an_all_greedy_step_draws_nothing():
