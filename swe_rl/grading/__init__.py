@@ -26,7 +26,13 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         validation_shown,
     )
     from swe_rl.grading.official import run_official
-    from swe_rl.grading.reward import RewardResult, episode_flags, label_suspicious, police_episodes
+    from swe_rl.grading.reward import (
+        RewardResult,
+        episode_flags,
+        label_suspicious,
+        patch_caused,
+        police_episodes,
+    )
     from swe_rl.grading.validate import attach_cached, validate_tasks, validate_tasks_sync
     from swe_rl.integrity.log_rules import log_violations
     from swe_rl.integrity.tree import check_official
@@ -44,6 +50,7 @@ _SURFACE = {
     "label_suspicious": "swe_rl.grading.reward",
     "police_episodes": "swe_rl.grading.reward",
     "episode_flags": "swe_rl.grading.reward",
+    "patch_caused": "swe_rl.grading.reward",
     "DedupGrader": "swe_rl.grading.dedup",
     "FailFastPolicy": "swe_rl.grading.failfast_policy",
     "step_metrics": "swe_rl.grading.cost",
@@ -72,6 +79,7 @@ __all__ = [  # the keys of _SURFACE (tests/foundation/test_rooms.py holds them e
     "grade_sync",
     "label_suspicious",
     "log_violations",
+    "patch_caused",
     "police_episodes",
     "prepare_sandbox",
     "run_official",

@@ -88,6 +88,9 @@ def summarize(tasks: list[Task], preds: dict[str, dict], out: Path) -> dict[str,
         )
     }
     reasons: dict[str, str] = {}
+    caused: dict[
+        str, str
+    ] = {}  # unresolved: a timeout or a sandbox death that was the patch's (grader._patch_caused)
     costs: list[dict[str, Any] | None] = []  # tests["cost"] of every graded instance (swe_rl.grading.cost)
     for iid in sorted(ids):
         pred = preds.get(iid)
@@ -103,6 +106,8 @@ def summarize(tasks: list[Task], preds: dict[str, dict], out: Path) -> dict[str,
             rep = json.loads(report.read_text())[iid]
             costs.append(rep.get("cost"))
             sets["resolved" if rep.get("resolved") else "unresolved"].add(iid)
+            if rep.get("patch_caused"):
+                caused[iid] = rep["patch_caused"]["failure"]
             if (rep.get("integrity") or {}).get(
                 "suspicious"
             ):  # labelled, verdict kept (swe_rl.grading.reward)
@@ -137,6 +142,7 @@ def summarize(tasks: list[Task], preds: dict[str, dict], out: Path) -> dict[str,
         "infra_failure_ids": s["infra"],
         "ambiguous_failure_ids": [],
         "failure_reasons": reasons,
+        "patch_caused": caused,  # ours: instance -> the timeout / death its patch caused (unresolved, not infra)
         "error_ids": s["error"],
         "suspicious_instances": len(s["suspicious"]),  # ours, beyond make_run_report's keys
         "suspicious_ids": s["suspicious"],

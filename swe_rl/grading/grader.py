@@ -23,7 +23,9 @@ says which); an ungradeable instance is not graded (reward None, failure "ungrad
 
 Infrastructure failures (image missing, sandbox failed to start or died, a grading command that ended without an
 exit status, test timeout, environment-tier log signatures) give reward None with a `failure` label, after one more
-try in a fresh sandbox for the transient ones; a patch that does not apply is the policy's fault: reward 0.
+try in a fresh sandbox for the transient ones; a patch that does not apply is the policy's fault: reward 0. So are
+a timeout, and a sandbox or shell that died in every attempt, on an instance whose gold grading here was clean
+(`_patch_caused`): the code under test can cause both, and a masked reward must not be its way out of a 0.
 """
 
 from __future__ import annotations
@@ -198,6 +200,42 @@ TRANSIENT_FAILURES = frozenset(
 )
 
 
+# Failures the code under test can cause, turning what would be a failing verdict into a masked one (reward None
+# escapes the penalty that 0 gives): tests that run past the limit, a sandbox or grading shell killed under the
+# tests. The official run calls both an error, never resolved. Here they are the patch's (reward 0, failure None,
+# `tests["patch_caused"]` says why) only where the gold patch was graded cleanly on this image (the task's
+# validation), so the image and the tests are known to work: a timeout when gold's own test run took at most
+# 1/PATCH_TIMEOUT_FACTOR of the limit (a busy machine does not slow a run five-fold), a death when it came in every
+# attempt, two at least. Without a validation record (or gold's time) they stay infrastructure (reward None).
+PATCH_TIMEOUT_FACTOR = 5.0
+KILLABLE = frozenset({"sandbox_died", "eval_interrupted"})
+
+
+def _patch_caused(
+    result: RewardResult, labels: list[str | None], record: dict[str, Any] | None, timeout: float
+) -> RewardResult:
+    if record is None or result.failure is None:
+        return result
+    gold_s = record.get("gold_test_s")
+    if result.failure == "test_timeout" and gold_s is not None and gold_s * PATCH_TIMEOUT_FACTOR <= timeout:
+        why = (
+            f"the tests ran past the {timeout:g} s limit; the gold patch's test run took {gold_s:.1f} s on this "
+            "image (its validation)"
+        )
+        tests = {**result.tests, "resolved": False}
+    elif len(labels) >= 2 and all(label in KILLABLE for label in labels):
+        why = (
+            f"the sandbox or its grading shell died under the tests in all {len(labels)} grading attempts "
+            f"({', '.join(str(label) for label in labels)}); the gold patch's grading on this image did not "
+            "(its validation)"
+        )
+        tests = {**result.tests, "resolved": False, "integrity": {"violations": [why]}}
+    else:
+        return result
+    tests["patch_caused"] = {"failure": result.failure, "why": why}
+    return dataclasses.replace(result, reward=0.0, resolved=False, tests=tests, failure=None)
+
+
 @dataclass(frozen=True)
 class _Options:
     """How one grading runs (grade's keyword arguments), the same for each of its attempts."""
@@ -237,10 +275,12 @@ async def grade(
     if shown is not None and shown["status"] == "ungradeable":
         tests = {"resolved": False, "validation": shown}
         return with_cost(RewardResult(None, False, tests, shown["summary"], "ungradeable"), cost)
+    record = validation_of(task)  # read before graded_task: the row it was made for lists the left-out tests
     task = graded_task(task)  # PASS_TO_PASS without the tests its validation left out, for every patch
     plan = plan_grading(task, fail_fast=fail_fast)  # once: every attempt and sandbox below reads it
     opts = _Options(timeout, guards, detect)
     earlier: list[str] = []
+    labels: list[str | None] = []  # each attempt's failure label
     while True:
         result = await _grade_in_sandbox(task, plan, patch, sandbox_factory, opts, cost, fail_fast)
         if isinstance(result, PreRun) and result.outcome == "timeout":  # the full run runs these tests too
@@ -248,6 +288,7 @@ async def grade(
         elif isinstance(result, PreRun):  # F2P passed in the pre-run (or it could not tell): the official run
             pre, fail_fast = result, False
             continue
+        labels.append(result.failure)
         if result.failure not in TRANSIENT_FAILURES or len(earlier) + 1 >= attempts:
             break
         earlier.append(f"[grading attempt {len(earlier) + 1}: {result.failure}]\n{result.log[-2000:]}")
@@ -258,6 +299,7 @@ async def grade(
         why = f"the eval script's output was empty in all {len(earlier) + 1} grading attempts"
         tests = {**result.tests, "resolved": False, "integrity": {"violations": [why]}}
         result = dataclasses.replace(result, reward=0.0, resolved=False, tests=tests, failure=None)
+    result = _patch_caused(result, labels, record, timeout)
     if shown is not None:
         result = dataclasses.replace(result, tests={**result.tests, "validation": shown})
     return with_cost(result, cost, pre)

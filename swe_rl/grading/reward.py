@@ -63,10 +63,19 @@ def probe_unavailable(tests: dict[str, Any]) -> bool:
     return probe.get("status") == "unavailable"
 
 
-def _rate(prefix: str, flags: list[tuple[bool, bool]], unavailable: list[bool]) -> dict[str, float]:
+def patch_caused(tests: dict[str, Any]) -> bool:
+    """Whether a timeout or a sandbox death was the patch's (swe_rl.grading.grader._patch_caused: reward 0)."""
+    return bool(tests.get("patch_caused"))
+
+
+def _rate(
+    prefix: str, flags: list[tuple[bool, bool]], unavailable: list[bool], caused: list[bool]
+) -> dict[str, float]:
     n = len(flags)
     sus, touched, blind = sum(s for s, _ in flags), sum(t for _, t in flags), sum(unavailable)
     return {
+        f"{prefix}patch_caused": float(sum(caused)),
+        f"{prefix}patch_caused_frac": sum(caused) / n if n else 0.0,
         f"{prefix}suspicious": float(sus),
         f"{prefix}suspicious_frac": sus / n if n else 0.0,
         f"{prefix}harness_touched": float(touched),
@@ -77,10 +86,13 @@ def _rate(prefix: str, flags: list[tuple[bool, bool]], unavailable: list[bool]) 
 
 
 def integrity_metrics(results: Iterable[RewardResult | None], prefix: str = "integrity/") -> dict[str, float]:
-    """Counts and fractions of suspicious, harness-touching and probe-unavailable results (None: not graded)."""
+    """Counts and fractions of suspicious, harness-touching, probe-unavailable and patch-caused (a timeout or a
+    sandbox death that was the patch's) results (None: not graded)."""
     graded = [r for r in results if r is not None]
     flags = [(bool(r.suspicious), harness_touched(r.tests)) for r in graded]
-    return _rate(prefix, flags, [probe_unavailable(r.tests) for r in graded])
+    return _rate(
+        prefix, flags, [probe_unavailable(r.tests) for r in graded], [patch_caused(r.tests) for r in graded]
+    )
 
 
 def episode_flags(metrics: dict[str, Any]) -> tuple[bool, bool] | None:
@@ -97,14 +109,15 @@ def police_episodes(
     """Apply the reward policy to graded trajectories in place (a suspicious one gets reward 0 under `zero`, None
     under `mask`, its reward under `keep`); returns the step's counts and fractions of suspicious and
     harness-touching episodes (over the graded ones). Trajectories: anything with .reward and .metrics."""
-    flags, unavailable = [], []
+    flags, unavailable, caused = [], [], []
     for t in trajs:
         f = episode_flags(t.metrics)
         if f is None:
             continue
         flags.append(f)
         unavailable.append(probe_unavailable(t.metrics["grading"].get("tests") or {}))
+        caused.append(patch_caused(t.metrics["grading"].get("tests") or {}))
         if f[0] and t.reward is not None and policy != "keep":
             t.metrics["grading"]["reward_before_policy"] = t.reward
             t.reward = 0.0 if policy == "zero" else None
-    return _rate(prefix, flags, unavailable)
+    return _rate(prefix, flags, unavailable, caused)

@@ -22,6 +22,7 @@ from typing import Any
 from swe_rl.tasks.task import Task
 from swe_rl.tasks.validation import assess, rules_digest, validation_of
 
+RECORD_VERSION = 2  # 2: gold_test_s (records made before it are made again, once)
 CACHE_ENV = "SWE_RL_VALIDATION_CACHE"  # where records are kept (default ~/.cache/swe-rl/validation)
 _GRADED_FIELDS = ("instance_id", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "eval_script",
                   "log_parser", "eval_type", "base_commit", "image")  # fmt: skip
@@ -45,7 +46,7 @@ def validation_key(task: Task, image: str) -> str:
     """What a validation was computed on: the image id, the row's graded fields and files, the rules."""
     fields = {k: getattr(task, k) for k in _GRADED_FIELDS}
     meta = {k: task.metadata.get(k) for k in ("files", "setup_script", "grader", "expected_output")}
-    blob = json.dumps([image, fields, meta, rules_digest()], sort_keys=True, default=str)
+    blob = json.dumps([image, fields, meta, rules_digest(), RECORD_VERSION], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
@@ -72,6 +73,8 @@ async def validate_task(task: Task, factory: Any, *, timeout: float = 1800.0) ->
     if result.reward is None:
         return None
     record = assess(raw, result.tests.get("tests_status") or {}, result.log)
+    # how long gold's tests ran here: a patch's run that outlasts the limit by far is the patch's (grader)
+    record["gold_test_s"] = float((result.tests.get("cost") or {}).get("test_run", 0.0))
     violations = list((result.tests.get("integrity") or {}).get("violations") or [])
     if violations and record["status"] in (
         "ok",

@@ -11,6 +11,7 @@ image); this module reads it, checks it, and says what a grading leaves out. The
      "gold_failing": [{"test", "why"}],              # PASS_TO_PASS tests gold fails with no nameable reason: kept
      "ungradeable": str | None,                      # why FAIL_TO_PASS cannot pass here (never resolved)
      "violations": [str], "confirm": str,            # (optional) why gold is unresolved besides failing tests
+     "gold_test_s": float,                           # (optional) gold's test run here, seconds (grader: timeouts)
      "key": str, "image_id": str, "rules": str}      # what it was computed on (swe_rl.grading.validate)
 """
 
@@ -175,6 +176,9 @@ def validation_of(task: Task) -> dict[str, Any] | None:
             raise ValueError(
                 f"{where}.left_out[{i}]: a test is never left out without a reason and a log line"
             )
+    gold_s = record.get("gold_test_s")
+    if gold_s is not None and (isinstance(gold_s, bool) or not isinstance(gold_s, int | float) or gold_s < 0):
+        raise ValueError(f"{where}.gold_test_s: expected seconds (a number >= 0), got {gold_s!r}")
     if record["status"] == "ungradeable" and not record.get("ungradeable"):
         raise ValueError(f"{where}.ungradeable: status ungradeable needs the reason")
     return record

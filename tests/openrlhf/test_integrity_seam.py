@@ -47,6 +47,24 @@ def test_reward_policy_for_suspicious_samples(tiny_tokenizer, orl_process_respon
     assert AgentConfig(suspicious=policy).suspicious == policy and AgentConfig().suspicious == "zero"
 
 
+def test_a_timeout_the_patch_caused_is_a_zero_and_is_logged(tiny_tokenizer, orl_process_response):
+    """swe_rl.grading.grader._patch_caused: reward 0, failure None, `tests["patch_caused"]`; OpenRLHF trains on it
+    (not masked) and logs swe_rl_patch_caused."""
+    traj = _traj([], [])
+    traj.reward = 0.0
+    traj.metrics["grading"]["tests"]["patch_caused"] = {"failure": "test_timeout", "why": "x"}
+    resp = trajectory_to_response(traj, "t", "{}", tiny_tokenizer, True)
+    assert (
+        resp["reward"] == 0.0
+        and resp["extra_logs"][MASKED_KEY] == 0.0
+        and resp["extra_logs"][VALID_KEY] == 1.0
+    )
+    assert resp["extra_logs"]["swe_rl_patch_caused"] == 1.0
+    assert orl_process_response(resp, 100).rewards.tolist() == [0.0]
+    clean = trajectory_to_response(_traj([], []), "t", "{}", tiny_tokenizer, True)
+    assert clean["extra_logs"]["swe_rl_patch_caused"] == 0.0
+
+
 class FakeEngine:
     """A named fake for OpenRLHF's vLLM rollout actor (vLLM needs a GPU), as test_executor's FakeVLLMEngine:
     `await generate(prompt_token_ids, sampling_params)` -> RequestOutput-shaped, answered by our Policy."""

@@ -269,6 +269,8 @@ def test_assess_and_the_report_line():
         ({"status": "left_out", "left_out": [{"test": "tests/test_calc.py::test_mul", "reason": "", "line": "y"}]},
          "metadata.validation.left_out[0]"),
         ({"status": "ungradeable"}, "metadata.validation.ungradeable"),
+        ({"status": "ok", "gold_test_s": -1.0}, "metadata.validation.gold_test_s"),
+        ({"status": "ok", "gold_test_s": "12"}, "metadata.validation.gold_test_s"),
     ],
 )  # fmt: skip
 def test_a_bad_record_is_one_error_naming_its_field(record, field):

@@ -16,7 +16,8 @@ SMALL = {"rollout.tasks_per_step": 4, "rollout.n_samples": 4}  # 16 episodes
 
 class HackingToy(ToyRollouter):
     """Every episode 'resolves'; those of the first task are labelled suspicious, those of the second touched the
-    test harness (reset by the grader, not suspicious by itself)."""
+    test harness (reset by the grader, not suspicious by itself), and one of the third's hung its tests (the
+    grader's patch_caused: reward 0)."""
 
     def rollout(self, tasks, n, seed):
         trajs = super().rollout(tasks, n, seed)
@@ -27,11 +28,14 @@ class HackingToy(ToyRollouter):
                 grading["suspicious"] = ["tripwire: test detection: PYTEST_* environment: pkg/a.py"]
             elif i // n == 1:
                 grading["tests"] = {"integrity": {"harness_restored": ["conftest.py"]}}
+            elif i // n == 2 and i % n == 0:  # its tests hung where gold's ran in a second: reward 0
+                t.reward, t.resolved = 0.0, False
+                grading["tests"] = {"patch_caused": {"failure": "test_timeout", "why": "x"}}
             t.metrics["grading"] = grading
         return trajs
 
 
-@pytest.mark.parametrize(("policy", "reward_mean"), [("zero", 0.75), ("mask", 1.0)])
+@pytest.mark.parametrize(("policy", "reward_mean"), [("zero", 11 / 16), ("mask", 11 / 12)])
 def test_trainer_applies_the_policy_and_logs_integrity(train_toy_setup, policy, reward_mean):
     algo = AlgoConfig.model_validate({"reward": {"suspicious": policy}})
     cfg, run, model, tok, _roll, tasks = train_toy_setup(f"int-{policy}", steps=1, **SMALL, algo=algo)
@@ -39,6 +43,7 @@ def test_trainer_applies_the_policy_and_logs_integrity(train_toy_setup, policy, 
     m = run.read_metrics()[-1]
     assert m["integrity/suspicious"] == 4 and m["integrity/suspicious_frac"] == 0.25
     assert m["integrity/harness_touched"] == 4 and m["integrity/harness_touched_frac"] == 0.25
+    assert m["integrity/patch_caused"] == 1 and m["integrity/patch_caused_frac"] == 1 / 16
     assert m["reward_mean"] == pytest.approx(
         reward_mean
     )  # mask: the 4 are out of the mean, like infra failures

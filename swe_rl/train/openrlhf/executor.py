@@ -30,7 +30,7 @@ from typing import Any
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 from swe_rl.agent.trajectory import Trajectory, action_token_mask, mask_runs
-from swe_rl.grading import DedupGrader, episode_flags
+from swe_rl.grading import DedupGrader, episode_flags, patch_caused
 from swe_rl.policy.base import Completion, SamplingParams
 from swe_rl.train.openrlhf.aem_seam import ACTION_RANGES_KEY, FILTER_KEY, MASKED_KEY, VALID_KEY
 from swe_rl.train.openrlhf.config import AgentConfig
@@ -117,6 +117,8 @@ def _extra_logs(traj: Trajectory | None, error: bool, masked: bool = False) -> d
     return {
         "swe_rl_suspicious": float(flags[0]),  # per step: the fraction of suspicious episodes
         "swe_rl_harness_touched": float(flags[1]),
+        # a timeout or sandbox death the patch caused (reward 0, not masked: swe_rl.grading.grader._patch_caused)
+        "swe_rl_patch_caused": float(patch_caused((t.metrics.get("grading") or {}).get("tests") or {})),
         VALID_KEY: float(valid),
         FILTER_KEY: float(t.exit_status in COMPACT_FILTERED),
         MASKED_KEY: float(masked),
