@@ -23,9 +23,10 @@ says which); an ungradeable instance is not graded (reward None, failure "ungrad
 
 Infrastructure failures (image missing, sandbox failed to start or died, a grading command that ended without an
 exit status, test timeout, environment-tier log signatures) give reward None with a `failure` label, after one more
-try in a fresh sandbox for the transient ones; a patch that does not apply is the policy's fault: reward 0. So are
-a timeout, and a sandbox or shell that died in every attempt, on an instance whose gold grading here was clean
-(`_patch_caused`): the code under test can cause both, and a masked reward must not be its way out of a 0.
+try in a fresh sandbox for the transient ones (`_transient`); a patch that does not apply is the policy's fault:
+reward 0. So are a timeout, and a sandbox or shell that died or an environment signature in every attempt, on an
+instance whose gold grading here was clean (`_patch_caused`): the code under test can cause each, and a masked
+reward must not be its way out of a 0.
 """
 
 from __future__ import annotations
@@ -198,17 +199,30 @@ async def _image_missing(task: Task) -> bool:
 TRANSIENT_FAILURES = frozenset(
     {"sandbox_start_failed", "sandbox_died", "sandbox_error", "eval_interrupted", "eval_output_lost"}
 )
+ENVIRONMENT = "environment:"  # + swebench's reason: a log with no test results and an environment signature
+
+
+def _transient(label: str | None) -> bool:
+    """Graded once more in a fresh sandbox: TRANSIENT_FAILURES and swebench's environment-tier log signatures (an
+    out-of-memory kill, a Docker daemon error: a busy machine, or the code under test printing one)."""
+    return label in TRANSIENT_FAILURES or (label or "").startswith(ENVIRONMENT)
 
 
 # Failures the code under test can cause, turning what would be a failing verdict into a masked one (reward None
 # escapes the penalty that 0 gives): tests that run past the limit, a sandbox or grading shell killed under the
-# tests. The official run calls both an error, never resolved. Here they are the patch's (reward 0, failure None,
-# `tests["patch_caused"]` says why) only where the gold patch was graded cleanly on this image (the task's
-# validation), so the image and the tests are known to work: a timeout when gold's own test run took at most
-# 1/PATCH_TIMEOUT_FACTOR of the limit (a busy machine does not slow a run five-fold), a death when it came in every
-# attempt, two at least. Without a validation record (or gold's time) they stay infrastructure (reward None).
+# tests, a log with no results that prints an environment signature ("Cannot allocate memory", swebench's
+# infra_failure classification, which swebench itself calls advisory: never resolved). The official run never
+# resolves any of them. Here they are the patch's (reward 0, failure None, `tests["patch_caused"]` says why) only
+# where the gold patch was graded cleanly on this image (the task's validation), so the image and the tests are
+# known to work: a timeout when gold's own test run took at most 1/PATCH_TIMEOUT_FACTOR of the limit (a busy machine
+# does not slow a run five-fold), a death or an environment signature when it came in every attempt, two at least.
+# Without a validation record (or gold's time) they stay infrastructure (reward None).
 PATCH_TIMEOUT_FACTOR = 5.0
 KILLABLE = frozenset({"sandbox_died", "eval_interrupted"})
+
+
+def _killable(label: str | None) -> bool:
+    return label in KILLABLE or (label or "").startswith(ENVIRONMENT)
 
 
 def _patch_caused(
@@ -223,11 +237,11 @@ def _patch_caused(
             "image (its validation)"
         )
         tests = {**result.tests, "resolved": False}
-    elif len(labels) >= 2 and all(label in KILLABLE for label in labels):
+    elif len(labels) >= 2 and all(_killable(label) for label in labels):
         why = (
-            f"the sandbox or its grading shell died under the tests in all {len(labels)} grading attempts "
-            f"({', '.join(str(label) for label in labels)}); the gold patch's grading on this image did not "
-            "(its validation)"
+            f"the sandbox or its grading shell died, or the log held no results and an environment failure, in "
+            f"all {len(labels)} grading attempts ({', '.join(str(label) for label in labels)}); the gold patch's "
+            "grading on this image did not (its validation)"
         )
         tests = {**result.tests, "resolved": False, "integrity": {"violations": [why]}}
     else:
@@ -258,7 +272,7 @@ async def grade(
 ) -> RewardResult:
     """Grade `patch` on `task` in a fresh sandbox. reward 1.0 resolved / 0.0 not / None infrastructure failure.
 
-    A transient infrastructure failure (TRANSIENT_FAILURES) is graded again in a fresh sandbox, up to `attempts`
+    A transient infrastructure failure (`_transient`) is graded again in a fresh sandbox, up to `attempts`
     times in all; the log then starts with what the earlier attempts hit. `guards=False` grades without the tree
     and log guards of swe_rl.integrity.guard, `detect=False` without the trusted check and the tripwire (no
     `suspicious` label): bench/grading.py measures their cost; never for rewards. `fail_fast` runs the
@@ -289,7 +303,7 @@ async def grade(
             pre, fail_fast = result, False
             continue
         labels.append(result.failure)
-        if result.failure not in TRANSIENT_FAILURES or len(earlier) + 1 >= attempts:
+        if not _transient(result.failure) or len(earlier) + 1 >= attempts:
             break
         earlier.append(f"[grading attempt {len(earlier) + 1}: {result.failure}]\n{result.log[-2000:]}")
     if earlier:
@@ -482,8 +496,10 @@ def _result(
 ) -> RewardResult:
     """The grading's result from its report: an environment failure in the log, else the verdict with the probe's
     findings as labels."""
-    if report.get("infra_failure"):
-        return _infra(f"environment:{report.get('infra_failure_reason', 'unknown')}", log, report)
+    # swebench's environment classification of a log with no results; not where the log guards found that the log
+    # does not describe the run (the code under test printed the signature: unresolved, never masked)
+    if report.get("infra_failure") and not integrity.get("violations"):
+        return _infra(f"{ENVIRONMENT}{report.get('infra_failure_reason', 'unknown')}", log, report)
     if probe is not None:
         integrity["probe"] = probe.as_dict()
     resolved = bool(report["resolved"])

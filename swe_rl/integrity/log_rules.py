@@ -5,6 +5,9 @@ pytest's summary, or writing straight into the log and exiting), and test suites
 inner sessions' result lines (pytest's own suite does). So:
 
 - Lines are split exactly as swebench's parsers split them (`str.split("\n")`, not `splitlines`).
+- swebench's own harness markers (`>>>>> Tests Errored`, `>>>>> Patch Apply Failed`, ...) are written by its
+  harness, never by an eval script: in a graded log they come from the code under test, which would make
+  swebench read the log as a run that never happened (and print an environment signature to be masked).
 - The exit code is the one the eval script wrote to a per-grading file outside /testbed after the test command
   returned (`trusted_log`): every `>>>>> Test Exit Code` line of the log is dropped and that one appended.
 - pytest runs (a pytest-family parser and a pytest command in the eval script) also write pytest's own record of
@@ -26,7 +29,15 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from typing import Any
 
-from swebench.harness.constants import END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE
+from swebench.harness.constants import (
+    APPLY_PATCH_FAIL,
+    END_TEST_OUTPUT,
+    RESET_FAILED,
+    START_TEST_OUTPUT,
+    TEST_EXIT_CODE,
+    TESTS_ERROR,
+    TESTS_TIMEOUT,
+)
 
 _SUMMARY = re.compile(
     r"^=+ (.*\b(?:passed|failed|error|errors|skipped|xfailed|xpassed)\b.*) in [\d.]+s", re.M
@@ -223,6 +234,13 @@ def log_violations(
     for marker in (START_TEST_OUTPUT, END_TEST_OUTPUT):
         if log.count(marker) > 1:
             out.append(f"marker {marker!r} appears {log.count(marker)} times")
+    for marker in (APPLY_PATCH_FAIL, RESET_FAILED, TESTS_ERROR, TESTS_TIMEOUT):
+        if (
+            marker in log
+        ):  # swebench's harness writes these beside a log, never the eval script: the tests did
+            out.append(
+                f"swebench's harness marker {marker!r} in the test log (it makes the log read as no run)"
+            )
     section = test_section(log)
     if TEST_EXIT_CODE in section:
         out.append(

@@ -93,6 +93,16 @@ def test_without_a_record_only_graded_tests_count_and_exit_codes_are_the_scripts
     assert "conflicting" in log_violations(inner, "parse_log_pytest")[0]  # every test: the old rule
     fake_rc = inner.replace(END, f">>>>> Test Exit Code: 0\n{END}")
     assert "exit-code line inside the test output" in log_violations(fake_rc, "parse_log_pytest", graded)[0]
+    for marker in (
+        ">>>>> Tests Errored",
+        ">>>>> Tests Timed Out",
+        ">>>>> Patch Apply Failed",
+        ">>>>> Reset Failed",
+    ):
+        forged = inner.replace(
+            END, f"{marker}\nCannot allocate memory\n{END}"
+        )  # swebench: no run, environment
+        assert [v for v in log_violations(forged, "parse_log_pytest", graded) if marker in v], marker
     log = fake_rc + ">>>>> Test Exit Code: 1\n"
     assert trusted_log(log, 2).count(">>>>> Test Exit Code") == 1 and trusted_log(log, 2).endswith(
         "Code: 2\n"
