@@ -34,6 +34,7 @@ class Episode:
     suspicious: tuple[
         str, ...
     ] = ()  # why the grader suspects a reward hack (swe_rl.grading.reward); kept, labelled
+    patch_caused: str | None = None  # unresolved: the timeout / sandbox death its patch caused (grader)
 
 
 def episode_from(traj: Trajectory, grading: dict[str, Any] | None, repo: str) -> Episode:
@@ -61,6 +62,7 @@ def episode_from(traj: Trajectory, grading: dict[str, Any] | None, repo: str) ->
         policy_tokens=sum(traj.loss_mask),
         failure=failure,
         suspicious=tuple((grading or {}).get("suspicious") or ()),
+        patch_caused=(((grading or {}).get("tests") or {}).get("patch_caused") or {}).get("failure"),
     )
 
 
@@ -110,6 +112,9 @@ def build_report(episodes: list[Episode], n_runs: int, meta: dict[str, Any]) -> 
         "pass@k": pass_k,
         "exit_status_counts": dict(sorted(Counter(e.exit_status for e in episodes).items())),
         "infra_failure_labels": dict(sorted(Counter(e.failure for e in episodes if e.failure).items())),
+        "patch_caused_labels": dict(
+            sorted(Counter(e.patch_caused for e in episodes if e.patch_caused).items())
+        ),
         "steps": _stats([e.steps for e in episodes]),
         "tokens": _stats([e.tokens for e in episodes]),
         "policy_tokens": _stats([e.policy_tokens for e in episodes]),
@@ -163,6 +168,12 @@ def report_markdown(report: dict[str, Any], plots: list[str]) -> str:
             "",
             "Infrastructure failures: "
             + ", ".join(f"{k} ×{v}" for k, v in report["infra_failure_labels"].items()),
+        ]
+    if report.get("patch_caused_labels"):
+        lines += [
+            "",
+            "Unresolved by what the patch caused (gold's grading here was clean): "
+            + ", ".join(f"{k} ×{v}" for k, v in report["patch_caused_labels"].items()),
         ]
     if report.get("suspicious"):
         lines += [
