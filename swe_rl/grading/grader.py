@@ -243,7 +243,9 @@ def _patch_caused(
             f"all {len(labels)} grading attempts ({', '.join(str(label) for label in labels)}); the gold patch's "
             "grading on this image did not (its validation)"
         )
-        tests = {**result.tests, "resolved": False, "integrity": {"violations": [why]}}
+        integrity = result.tests.get("integrity") or {}
+        violations = [*(integrity.get("violations") or []), why]
+        tests = {**result.tests, "resolved": False, "integrity": {**integrity, "violations": violations}}
     else:
         return result
     tests["patch_caused"] = {"failure": result.failure, "why": why}
