@@ -36,6 +36,11 @@ class RewardSpecConfig(StrictModel):
     # grade the FAIL_TO_PASS tests first and skip PASS_TO_PASS when one fails (swe_rl.grading.failfast): the same
     # verdict, only an unresolved patch's per-test lists are shorter; real-task grading only (data.source=tasks)
     fail_fast: bool = True
+    # the grader's test-run limit (swebench's 1800 s) and, when set, a limit of this many times gold's own test time
+    # on each validated task, at least 60 s (swe_rl.grading.task_timeout): one hung patch holds a whole RL step for
+    # the limit. >= 5 (the grader's PATCH_TIMEOUT_FACTOR), so every timeout it causes is the patch's (reward 0)
+    grade_timeout_s: float = Field(default=1800.0, gt=0)
+    grade_timeout_gold_factor: float | None = Field(default=None, ge=5.0)
 
 
 class CompactFilterConfig(StrictModel):

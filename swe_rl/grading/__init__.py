@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
         grade,
         grade_sync,
         prepare_sandbox,
+        task_timeout,
         validation_shown,
     )
     from swe_rl.grading.official import run_official
@@ -46,6 +47,7 @@ _SURFACE = {
     "apply_under_guard": "swe_rl.grading.grader",
     "EVAL_TIMEOUT": "swe_rl.grading.grader",
     "TRANSIENT_FAILURES": "swe_rl.grading.grader",
+    "task_timeout": "swe_rl.grading.grader",
     "RewardResult": "swe_rl.grading.reward",
     "label_suspicious": "swe_rl.grading.reward",
     "police_episodes": "swe_rl.grading.reward",
@@ -84,6 +86,7 @@ __all__ = [  # the keys of _SURFACE (tests/foundation/test_rooms.py holds them e
     "prepare_sandbox",
     "run_official",
     "step_metrics",
+    "task_timeout",
     "validate_tasks",
     "validate_tasks_sync",
     "validation_shown",

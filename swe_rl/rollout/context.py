@@ -99,18 +99,27 @@ def task_sandbox_factory(
 
 
 def grading_reward_fn(
-    sandbox_factory: SandboxFactory, timeout_s: float | None = None, *, fail_fast: bool = False
+    sandbox_factory: SandboxFactory,
+    timeout_s: float | None = None,
+    *,
+    fail_fast: bool = False,
+    gold_factor: float | None = None,
+    timeout_floor_s: float | None = None,
 ) -> RewardFn:
     """Our grader (swe_rl.grading.grader) with sandboxes from `sandbox_factory`; `fail_fast` (training only:
     evaluation reports keep every test's result) stops at a failing FAIL_TO_PASS test (swe_rl.grading.failfast),
-    for each task whose pre-run pays for itself (swe_rl.grading.failfast_policy, learned from these gradings)."""
-    from swe_rl.grading import EVAL_TIMEOUT, FailFastPolicy, grade
+    for each task whose pre-run pays for itself (swe_rl.grading.failfast_policy, learned from these gradings).
+    `gold_factor` (training only): each task's test-run limit is that many times gold's own test time, at least
+    `timeout_floor_s` (default 60 s), at most `timeout_s` (swe_rl.grading.task_timeout)."""
+    from swe_rl.grading import EVAL_TIMEOUT, FailFastPolicy, grade, task_timeout
 
     policy = FailFastPolicy() if fail_fast else None
+    floor = {} if timeout_floor_s is None else {"floor": timeout_floor_s}
 
     async def reward(task: Task, patch: str) -> Any:
         first = policy is not None and policy.worth(task.instance_id)
-        result = await grade(task, patch, sandbox_factory, timeout=timeout_s or EVAL_TIMEOUT, fail_fast=first)
+        limit = task_timeout(task, timeout_s or EVAL_TIMEOUT, gold_factor, **floor)
+        result = await grade(task, patch, sandbox_factory, timeout=limit, fail_fast=first)
         if policy is not None:
             policy.observe(task.instance_id, result)
             result = result if first else policy.mark(task.instance_id, result)

@@ -23,7 +23,7 @@ class TaskRollouter:
 
     def __init__(self, policy: Any, tokenizer: Any, agent_cfg: AgentConfig, sandbox_cfg: dict[str, Any],
                  model: Any = None, *, grade_timeout_s: float = 1800.0, run_id: str = "swe-rl-train",
-                 fail_fast: bool = True):  # fmt: skip
+                 fail_fast: bool = True, gold_factor: float | None = None):  # fmt: skip
         from swe_rl.grading import DedupGrader
         from swe_rl.rollout.context import TaskSandboxFactory, episode_ttl, grading_reward_fn
         from swe_rl.rollout.policies import SharedPolicy
@@ -34,7 +34,9 @@ class TaskRollouter:
         self.factory = TaskSandboxFactory(sandbox_cfg, run_id, ttl=ttl, expect_grading=True)
         # identical patches of a step graded once (swe_rl.grading.dedup); a new scope per rollout call
         self.grader = DedupGrader(
-            grading_reward_fn(self.factory.grading(), grade_timeout_s, fail_fast=fail_fast)
+            grading_reward_fn(
+                self.factory.grading(), grade_timeout_s, fail_fast=fail_fast, gold_factor=gold_factor
+            )
         )
         self.loop = asyncio.new_event_loop()  # sandbox shells and the policy's batcher live on one loop
         self.episodes = 0
@@ -135,7 +137,9 @@ def tasks_env(cfg: Any, model: Any, tok: Any, progress: Any = None) -> Any:
     agent_cfg = demo_agent_config(prompts_dir(), max_new_tokens=r.max_new_tokens, max_steps=r.max_turns,
                                   temperature=r.temperature, max_context_tokens=max(1024, r.max_len))  # fmt: skip
     policy = HFLocalPolicy(model, tok, max_batch=r.max_batch, autocast=autocast_dtype(cfg.autocast))
-    roll = TaskRollouter(policy, tok, agent_cfg, cfg.sandbox, model, fail_fast=cfg.algo.reward.fail_fast)
+    rw = cfg.algo.reward
+    roll = TaskRollouter(policy, tok, agent_cfg, cfg.sandbox, model, fail_fast=rw.fail_fast,
+                         grade_timeout_s=rw.grade_timeout_s, gold_factor=rw.grade_timeout_gold_factor)  # fmt: skip
     tasks, held = validated(roll, tasks, "data.tasks"), validated(roll, held, "data.eval_tasks")
     evaluator = None
     if held:

@@ -146,6 +146,10 @@ class AgentConfig(StrictModel):
     # grade the FAIL_TO_PASS tests first and skip PASS_TO_PASS when one fails (swe_rl.grading.failfast): the same
     # verdict, only an unresolved patch's per-test lists are shorter
     fail_fast: bool = True
+    # the grader's test-run limit, and a limit of this many times gold's test time on each validated task (>= 5, at
+    # least 60 s; swe_rl.grading.task_timeout): one hung patch holds its step for the limit. As algo.reward's.
+    grade_timeout_s: float = Field(default=1800.0, gt=0)
+    grade_timeout_gold_factor: float | None = Field(default=None, ge=5.0)
     loop: dict[str, Any] = {}  # more swe_rl.agent AgentConfig fields (action_format, max_new_tokens, ...)
 
     @model_validator(mode="after")

@@ -191,7 +191,12 @@ class AgentExecutor(MultiTurnAgentExecutor):
             reward_fn = CachedGrader(slots) if reward_fn == "grade" and self.cfg.grade else reward_fn
         self.sandbox_factory = sandbox_factory or task_sandbox_factory(self.cfg.sandbox, run_id=self.run_id)
         if reward_fn == "grade":
-            grade = grading_reward_fn(self.sandbox_factory, fail_fast=self.cfg.fail_fast)
+            grade = grading_reward_fn(
+                self.sandbox_factory,
+                self.cfg.grade_timeout_s,
+                fail_fast=self.cfg.fail_fast,
+                gold_factor=self.cfg.grade_timeout_gold_factor,
+            )
             reward_fn = grade if self.cfg.grade else None
         # a group's n samples all run in this executor (upstream sends one prompt's samples to one engine):
         # identical patches among them are graded once (swe_rl.grading.dedup); the engine sees no step boundary,
