@@ -74,6 +74,8 @@ def grade_command(
     )
     for iid, line in summary["validation"].items():  # what each verdict measured where validation changed it
         typer.echo(f"{iid}: {line}")
+    for iid, label in summary["patch_caused"].items():  # unresolved by what the patch caused (not infrastructure)
+        typer.echo(f"{iid}: unresolved, the patch caused {label} (gold's grading here was clean)")
     cost = summary["grading_cost"]
     if cost["gradings"]:  # where the time went (swe_rl.grading.cost), mean seconds per grading
         phases = "  ".join(f"{k} {v:.1f}" for k, v in cost["mean_s"].items() if k != "total" and v)
