@@ -74,7 +74,9 @@ def grade_command(
     )
     for iid, line in summary["validation"].items():  # what each verdict measured where validation changed it
         typer.echo(f"{iid}: {line}")
-    for iid, label in summary["patch_caused"].items():  # unresolved by what the patch caused (not infrastructure)
+    for iid, label in summary[
+        "patch_caused"
+    ].items():  # unresolved by what the patch caused (not infrastructure)
         typer.echo(f"{iid}: unresolved, the patch caused {label} (gold's grading here was clean)")
     cost = summary["grading_cost"]
     if cost["gradings"]:  # where the time went (swe_rl.grading.cost), mean seconds per grading
