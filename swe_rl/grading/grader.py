@@ -221,23 +221,6 @@ PATCH_TIMEOUT_FACTOR = 5.0
 KILLABLE = frozenset({"sandbox_died", "eval_interrupted"})
 
 
-GOLD_TIMEOUT_FLOOR_S = 60.0  # the least a gold-relative limit gives (task_timeout)
-
-
-def task_timeout(
-    task: Task, limit: float, gold_factor: float | None = None, floor: float = GOLD_TIMEOUT_FLOOR_S
-) -> float:
-    """The test-run limit for grading `task`: `limit` (the official run's 1800 s); with `gold_factor` (training's
-    `grade_timeout_gold_factor`), that many times gold's own test run here (its validation's `gold_test_s`), at
-    least `floor` and at most `limit`. One hung patch holds its whole RL step for the limit; gold's time bounds
-    how long a patch's tests should take. A factor of at least PATCH_TIMEOUT_FACTOR makes each timeout the
-    patch's (reward 0, `_patch_caused`). Without a timed validation: `limit`."""
-    if gold_factor is None:
-        return limit
-    gold_s = (validation_of(task) or {}).get("gold_test_s")
-    return limit if gold_s is None else min(limit, max(floor, gold_factor * gold_s))
-
-
 def _killable(label: str | None) -> bool:
     return label in KILLABLE or (label or "").startswith(ENVIRONMENT)
 
@@ -267,6 +250,23 @@ def _patch_caused(
         return result
     tests["patch_caused"] = {"failure": result.failure, "why": why}
     return dataclasses.replace(result, reward=0.0, resolved=False, tests=tests, failure=None)
+
+
+GOLD_TIMEOUT_FLOOR_S = 60.0  # the least a gold-relative limit gives (task_timeout)
+
+
+def task_timeout(
+    task: Task, limit: float, gold_factor: float | None = None, floor: float = GOLD_TIMEOUT_FLOOR_S
+) -> float:
+    """The test-run limit for grading `task`: `limit` (the official run's 1800 s); with `gold_factor` (training's
+    `grade_timeout_gold_factor`), that many times gold's own test run here (its validation's `gold_test_s`), at
+    least `floor` and at most `limit`. One hung patch holds its whole RL step for the limit; gold's time bounds
+    how long a patch's tests should take. A factor of at least PATCH_TIMEOUT_FACTOR makes each timeout the
+    patch's (reward 0, `_patch_caused`). Without a timed validation: `limit`."""
+    if gold_factor is None:
+        return limit
+    gold_s = (validation_of(task) or {}).get("gold_test_s")
+    return limit if gold_s is None else min(limit, max(floor, gold_factor * gold_s))
 
 
 @dataclass(frozen=True)
