@@ -15,7 +15,8 @@ every fact read from it), then runs its steps in a fresh sandbox (`_grade_in_san
 6. verdict: `get_eval_report` on its log, then the log guards (`_verdict`);
 7. probe run (swe_rl.integrity.probe), only for a result that would be resolved: the same script with an
    observer and only FAIL_TO_PASS selected; labels only, never the verdict;
-8. cost: each phase's wall clock goes to `tests["cost"]` (swe_rl.grading.cost).
+8. cost: each phase's wall clock goes to `tests["cost"]` (swe_rl.grading.cost), the test-run limit it had to
+   `tests["test_limit_s"]`.
 
 The row's instance validation (swe_rl.grading.validate, `metadata["validation"]`) is read first: the PASS_TO_PASS
 tests it left out for a named environmental reason are out of the verdict for every patch (`tests["validation"]`
@@ -333,8 +334,11 @@ async def grade(
         tests = {**result.tests, "resolved": False, "integrity": {"violations": [why]}}
         result = dataclasses.replace(result, reward=0.0, resolved=False, tests=tests, failure=None)
     result = _patch_caused(result, labels, record, timeout)
+    # the limit this grading's test runs had (training's gold-relative one, task_timeout, or the official 1800 s)
+    tests = {**result.tests, "test_limit_s": timeout}
     if shown is not None:
-        result = dataclasses.replace(result, tests={**result.tests, "validation": shown})
+        tests["validation"] = shown
+    result = dataclasses.replace(result, tests=tests)
     return with_cost(result, cost, pre)
 
 

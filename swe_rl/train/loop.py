@@ -272,14 +272,12 @@ def _step_metrics(
 def _write_trajectories(run: RunDir, step: int, trajs: Sequence[Trajectory]) -> None:
     if not trajs:
         return
+    # with the grader's word on each (failure label, test report, test-run limit, labels, an unresolved log's
+    # tail): why a reward was 0 or None is read beside the episode
     with (run.trajectories / f"step_{step:06d}.jsonl").open("w") as f:
         for t in trajs:
-            f.write(
-                json.dumps(
-                    {"task_id": t.task_id, "reward": t.reward, "exit": t.exit_status, "messages": t.messages}
-                )
-                + "\n"
-            )
+            rec = {"task_id": t.task_id, "reward": t.reward, "exit": t.exit_status, "messages": t.messages}
+            f.write(json.dumps({**rec, "grading": t.metrics.get("grading")}) + "\n")
 
 
 def _tensorboard(run: RunDir) -> Any:

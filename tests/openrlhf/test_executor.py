@@ -245,3 +245,25 @@ async def test_a_groups_identical_patches_are_graded_once(orl_src, orl_micro_tas
     shared = [r["extra_logs"]["swe_rl_grading_shared"] for r in resps]
     assert sorted(shared) == [0.0, 1.0, 1.0] and ex.reward_fn.graded == 1 and ex.reward_fn.saved == 2
     assert sum(r["extra_logs"]["swe_rl_grading_s"] > 0 for r in resps) == 1
+
+
+@pytest.mark.docker
+async def test_the_gold_relative_limit_reaches_the_executors_grader(orl_micro_task):
+    """`agent.grade_timeout_gold_factor` from the config OpenRLHF's executor is built with to the limit its grader
+    gives a validated row's test run (through the row's label, as `swe-rl openrlhf-data` writes it): factor x
+    gold's own test time, at least 60 s; without the factor, the official 1800 s."""
+    from swe_rl.grading import docker_factory, validate_tasks
+    from swe_rl.tasks.validation import validation_of
+    from swe_rl.train.openrlhf.data import task_from_label
+
+    (checked,) = await validate_tasks([orl_micro_task], docker_factory(run_id="test-limit"))
+    gold_s = validation_of(checked)["gold_test_s"]
+    task = task_from_label(task_to_row(checked)["label"])
+    assert validation_of(task)["gold_test_s"] == gold_s  # the label carries what the limit is made from
+    for factor, limit in ((10.0, max(60.0, 10.0 * gold_s)), (None, 1800.0)):
+        ex = AgentExecutor(AgentConfig(grade_timeout_gold_factor=factor))
+        result = await ex.reward_fn(task, checked.patch)
+        assert result.reward == 1.0 and result.tests["test_limit_s"] == pytest.approx(limit), (
+            factor,
+            result.tests,
+        )

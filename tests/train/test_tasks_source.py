@@ -53,7 +53,8 @@ def test_two_rl_steps_of_the_shipped_checkpoint_on_a_task_file(tmp_path):
     args = ["data.source=tasks", f"data.tasks={rows}", f"data.eval_tasks={rows}", "eval.n_tasks=1",
             "model.init=swe_rl/train/assets/demo_sft", "steps=2", "save_every=0", "log_trajectories=4",
             "rollout.tasks_per_step=1", "rollout.n_samples=2", "rollout.max_turns=3", f"out_dir={tmp_path}",
-            "name=tasks", "optim.minibatch=4", "optim.micro_batch=4"]  # fmt: skip
+            "name=tasks", "optim.minibatch=4", "optim.micro_batch=4",
+            "algo.reward.grade_timeout_gold_factor=10"]  # fmt: skip
     proc = subprocess.run([SWE_RL, "train", *(x for a in args for x in ("-o", a))], cwd=ROOT, capture_output=True,
                           text=True, timeout=280)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -63,6 +64,10 @@ def test_two_rl_steps_of_the_shipped_checkpoint_on_a_task_file(tmp_path):
     trajs = [json.loads(x) for f in sorted((tmp_path / "tasks" / "trajectories").iterdir())
              for x in f.read_text().splitlines()]  # fmt: skip
     assert len(trajs) == 4 and all(t["exit"] != "error" and t["reward"] is not None for t in trajs)
+    # the gold-relative limit from the recipe reached the grader: the tasks were validated before the first
+    # rollout, and gold's test run here takes well under 6 s, so every test run had the 60 s floor, not 1800 s
+    limits = [(t["grading"] or {}).get("tests", {}).get("test_limit_s") for t in trajs]
+    assert limits == [60.0] * 4, [t["grading"] for t in trajs]
     assert any("eval/greedy_success" in m for m in metrics)  # the held-out set ran through the same pipeline
     # and its episodes stay in the run beside its per-task rewards, one file per evaluation
     records = sorted(p.name[:-5] for p in (tmp_path / "tasks" / "eval_tasks").iterdir())
