@@ -132,6 +132,34 @@ def test_32b_recipe_is_the_papers_setting():
     assert steps * cfg.optim.num_episodes == 250  # OpenRLHF's max_steps formula (prepare_datasets)
 
 
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in tree.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def test_the_aem_arm_and_its_baseline_differ_only_in_aem():
+    """The paper's comparison: the baseline recipe is the AEM recipe with AEM off, nothing else (its name and
+    where its outputs go aside). A grading setting, budget or seed that differs is a confound of the result."""
+    base = _flat(load_config(OpenRLHFTrainConfig, files=[R32B.replace("_aem", "")]).model_dump())
+    aem = _flat(load_config(OpenRLHFTrainConfig, files=[R32B]).model_dump())
+    differ = {k for k in base.keys() | aem.keys() if base.get(k) != aem.get(k)}
+    paths = {"name", "ckpt.path", "ckpt.output_dir", "logging.tensorboard_dir"}
+    assert differ == {"aem.enabled"} | (differ & paths), sorted(differ)
+    assert base["aem.enabled"] is False and aem["aem.enabled"] is True
+
+
+@pytest.mark.parametrize("recipe", [R7B, R7B_ASYNC, R32B.replace("_aem", ""), R32B, R32B_ASYNC])
+def test_every_cluster_recipe_grades_the_same_way(recipe):
+    """Rewards mean the same in every cluster recipe: a run's grading settings are the 32B AEM recipe's."""
+    keys = ("grade", "grade_timeout_s", "grade_timeout_gold_factor", "fail_fast", "suspicious", "unsubmitted")
+    ref = load_config(OpenRLHFTrainConfig, files=[R32B]).agent
+    cfg = load_config(OpenRLHFTrainConfig, files=[recipe]).agent
+    assert {k: getattr(cfg, k) for k in keys} == {k: getattr(ref, k) for k in keys}
+    assert ref.grade_timeout_gold_factor == 10 and ref.grade_timeout_s == 1800
+
+
 def test_overrides_and_bad_config_errors(tmp_path):
     cfg = load_config(OpenRLHFTrainConfig, files=[R7B], overrides=["aem.entropy_source=surprisal"])
     env = launch.build_env_vars(cfg, environ={})

@@ -51,10 +51,57 @@ def test_dataset_check_names_the_bad_line(tmp_path):
         overrides=[f"data.prompt_dataset={rows}", "rollout.prompts_per_step=2"],
     )
     check, images = dataset_check(cfg)
-    assert check.ok and images == ["img:1"] and check.detail == "2 tasks, 1 sandbox images"
+    assert check.ok and images == ["img:1"] and check.detail == "2 tasks, 1 sandbox images, 0 validated"
     rows.write_text(rows.read_text() + json.dumps({"prompt": "x", "label": "x"}) + "\n")
     check, _ = dataset_check(cfg)
     assert not check.ok and "line 3" in check.detail and "Task JSON" in check.detail
+
+
+@pytest.mark.docker
+def test_rows_without_gold_timing_fail_a_recipe_that_limits_by_it(orl_micro_task):
+    """`swe-rl openrlhf-data` from the repo root says how many rows it validated; the preflight's dataset check
+    passes its rows under a recipe with `agent.grade_timeout_gold_factor` (the cluster recipes set 10) and fails,
+    naming the rows and the fix, when their records have no gold test time (rows made before gold was timed)."""
+    import sys
+
+    rel = Path("runs") / f"data-test-{uuid.uuid4().hex[:8]}"
+    (ROOT / rel).mkdir(parents=True)
+    try:
+        missing = orl_micro_task.model_copy(update={"instance_id": "x__y-1", "image": MISSING_IMAGE})
+        (ROOT / rel / "tasks.jsonl").write_text(
+            orl_micro_task.model_dump_json() + "\n" + missing.model_dump_json()
+        )
+        res = subprocess.run(
+            [str(Path(sys.executable).with_name("swe-rl")), "openrlhf-data", f"{rel}/tasks.jsonl",
+             "-o", f"{rel}/rows.jsonl"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert f"wrote 2 rows to {rel}/rows.jsonl; 1 validated, 1 graded on every test" in res.stdout, (
+            res.stdout
+        )
+        recipe = ["configs/train/qwen25_coder_7b_grpo_aem.yaml"]  # sets agent.grade_timeout_gold_factor: 10
+        over = [f"data.prompt_dataset={ROOT / rel / 'rows.jsonl'}", "rollout.prompts_per_step=2"]
+        cfg = load_config(OpenRLHFTrainConfig, files=recipe, overrides=over)
+        assert cfg.agent.grade_timeout_gold_factor == 10
+        check, _ = dataset_check(cfg)
+        assert check.ok and check.detail == "2 tasks, 2 sandbox images, 1 validated", check.detail
+        rows = [json.loads(x) for x in (ROOT / rel / "rows.jsonl").read_text().splitlines()]
+        for row in rows:  # as `swe-rl openrlhf-data` wrote it before validation timed gold
+            label = json.loads(row["label"])
+            label["metadata"].get("validation", {}).pop("gold_test_s", None)
+            row["label"] = json.dumps(label)
+        (ROOT / rel / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        check, _ = dataset_check(cfg)
+        assert not check.ok, check.detail
+        assert f"lack (made before it was timed: {orl_micro_task.instance_id})" in check.detail
+        assert "agent.grade_timeout_gold_factor=10" in check.detail and "swe-rl openrlhf-data" in check.detail
+        no_factor = load_config(
+            OpenRLHFTrainConfig, files=recipe, overrides=[*over, "agent.grade_timeout_gold_factor=null"]
+        )
+        assert dataset_check(no_factor)[0].ok  # nothing asks for gold's time: the rows are fine
+    finally:
+        shutil.rmtree(ROOT / rel, ignore_errors=True)
 
 
 @pytest.mark.ray

@@ -93,4 +93,13 @@ def data_command(
 
         tasks = validate_tasks_sync(tasks, docker_factory(run_id="openrlhf-data"))
     n = write_prompt_dataset(tasks, out)
-    typer.echo(f"wrote {n} rows to {out}")
+    if not validate:
+        typer.echo(f"wrote {n} rows to {out} (not validated)")
+        return
+    from swe_rl.tasks.validation import validation_of
+
+    have = sum(validation_of(t) is not None for t in tasks)
+    typer.echo(
+        f"wrote {n} rows to {out}; {have} validated"
+        + ("" if have == n else f", {n - have} graded on every test (no image here, or no gold patch)")
+    )

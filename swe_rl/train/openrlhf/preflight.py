@@ -35,24 +35,43 @@ def gpus_needed(cfg: OpenRLHFTrainConfig) -> int:
 
 
 def dataset_check(cfg: OpenRLHFTrainConfig) -> tuple[Check, list[str]]:
-    """The prompt rows parse as Tasks; returns the check and the sorted sandbox images they need."""
+    """The prompt rows parse as Tasks (and their validation records as such); returns the check and the sorted
+    sandbox images they need. With `agent.grade_timeout_gold_factor`, a validated row whose record has no gold
+    test time (made before validation timed gold) fails the check: the factor would silently not apply to it,
+    and its timeouts would stay masked (docs/grading.md); `swe-rl openrlhf-data` makes the rows again."""
+    from swe_rl.tasks.validation import validation_of
     from swe_rl.train.openrlhf.data import task_from_label
 
     path = Path(cfg.data.prompt_dataset)
     if not path.is_file():
         return Check("dataset", False, f"{path} not found (make it with `swe-rl openrlhf-data`)"), []
-    images, rows, where = set(), 0, 0
+    images, rows, where, validated, untimed = set(), 0, 0, 0, []
     try:
         for line in path.read_text().splitlines():
             where += 1
             if line.strip():
-                images.add(task_from_label(json.loads(line)["label"]).image)
+                task = task_from_label(json.loads(line)["label"])
+                images.add(task.image)
                 rows += 1
+                record = validation_of(task)
+                validated += record is not None
+                if record is not None and record.get("gold_test_s") is None:
+                    untimed.append(task.instance_id)
     except (ValueError, KeyError, TypeError) as e:
         return Check("dataset", False, f"{path} line {where}: {e}"), []
     need = cfg.rollout.prompts_per_step
-    detail = f"{rows} tasks, {len(images)} sandbox images" + ("" if rows >= need else f"; need >= {need}")
-    return Check("dataset", rows >= need, detail), sorted(i for i in images if i)
+    detail = f"{rows} tasks, {len(images)} sandbox images, {validated} validated" + (
+        "" if rows >= need else f"; need >= {need}"
+    )
+    factor = cfg.agent.grade_timeout_gold_factor
+    stale = factor is not None and bool(untimed)
+    if stale:
+        detail += (
+            f"; agent.grade_timeout_gold_factor={factor:g} needs gold's test time, which {len(untimed)} "
+            f"validation records lack (made before it was timed: {', '.join(untimed[:3])}"
+            f"{', ...' if len(untimed) > 3 else ''}): make the rows again with `swe-rl openrlhf-data`"
+        )
+    return Check("dataset", rows >= need and not stale, detail), sorted(i for i in images if i)
 
 
 def gpu_check(cfg: OpenRLHFTrainConfig, resources: dict[str, float]) -> Check:
