@@ -45,6 +45,7 @@ FORMS: list[tuple[str, str, str]] = [
     (r"^bash scripts/gpu_smoke\.sh$", "help", "needs a GPU (its CPU mode: tests/openrlhf/test_scripts.py)"),
     (r"^bash scripts/gpu_check\.sh --allow-cpu$", "help", "5 CPU-minutes of gpu tests and two RL steps"),
     (r"^bash scripts/gpu_pack\.sh\b", "help", "downloads 21 wheels (kept out of CI's time)"),
+    (r"^bash scripts/gpu_dry_env\.sh\b", "help", "downloads ~3 GB of CUDA torch (kept out of CI's time)"),
     (r"^scripts/cluster/cleanup_sandboxes\.sh$", "dry-run", "removes every sandbox of this host, live ones too"),
     (r"^scripts/cluster/prepull_images\.sh\b", "listed", "pulls from a registry, and CI has none"),
     (r"^scripts/cluster/env_check\.sh$", "listed", "a node check: fails by design without GPUs"),

@@ -64,6 +64,18 @@ def test_gpu_check_refuses_a_machine_without_cuda_unless_told_it_is_a_dry_run(tm
     assert bad.returncode == 2 and "unknown argument --bnch" in bad.stderr and "--bench" in bad.stderr
 
 
+def test_gpu_dry_env_says_what_it_needs(tmp_path):
+    """Its bad input, each one line and exit 2 before anything is made (building the environment needs PyPI and
+    ~3 GB: run by hand, docs/development.md)."""
+    res = _run(["bash", "scripts/gpu_dry_env.sh"])
+    assert res.returncode == 2 and "name the folder to make" in res.stderr, res.stderr
+    res = _run(["bash", "scripts/gpu_dry_env.sh", str(tmp_path / "env"), "--python", "/bin/false"])
+    assert res.returncode == 2 and "no CPython 3.12 found (/bin/false)" in res.stderr, res.stderr
+    res = _run(["bash", "scripts/gpu_dry_env.sh", "--pyton", "x"])
+    assert res.returncode == 2 and "unknown argument --pyton" in res.stderr, res.stderr
+    assert not (tmp_path / "env").exists()
+
+
 def test_env_check_reports_missing_gpu_stack(tmp_path):
     checks = {c.name: c for c in run_checks(8, 1.0, [str(tmp_path)], [], docker=False, shm_gb=0)}
     assert checks["openrlhf"].ok and checks["torch"].ok and checks[f"disk {tmp_path}"].ok
