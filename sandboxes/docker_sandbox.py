@@ -335,7 +335,7 @@ class DockerSandbox(ShellSandbox):
         return await self._io_call(transfer.read_file, path)
 
     async def write_file(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None:
-        raw = data.encode() if isinstance(data, str) else bytes(data)
+        raw = data.encode(errors="surrogateescape") if isinstance(data, str) else bytes(data)
         await self._io_call(transfer.write_file, path, raw, mode)
 
     async def upload(self, src: str, dst: str) -> None:

@@ -193,7 +193,7 @@ class LocalSandbox(ShellSandbox):
         def write() -> None:
             p = Path(self._path(path))
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(data.encode() if isinstance(data, str) else bytes(data))
+            p.write_bytes(data.encode(errors="surrogateescape") if isinstance(data, str) else bytes(data))
             p.chmod(mode)
 
         await asyncio.to_thread(write)

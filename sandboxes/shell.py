@@ -57,7 +57,7 @@ def init_script(state_dir: str, workdir: str | None, nonce: str) -> bytes:
         # the output before the READY marker is the shell's pid = its session id (killed on a client deadline)
         "printf 'pid=%d' $$\n"
         f"printf '{MARK.decode()}{nonce}_%03d' 0\n"
-    ).encode()
+    ).encode(errors="surrogateescape")
 
 
 def command_script(
@@ -132,7 +132,7 @@ def command_script(
         f"printf '{MARK.decode()}{nonce}_%03d' \"$__sb_rc\"",
         "",
     ]
-    return "\n".join(lines).encode()
+    return "\n".join(lines).encode(errors="surrogateescape")
 
 
 def one_shot_argv(cmd: str, timeout: float, kill_grace: float) -> list[str]:

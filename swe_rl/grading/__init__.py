@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from swe_rl.grading.validate import attach_cached, validate_tasks, validate_tasks_sync
     from swe_rl.integrity.log_rules import log_violations
     from swe_rl.integrity.tree import check_official
+    from swe_rl.tasks.validation import validation_of
 
 # name -> the module that defines it (integrity's names are part of grading's surface: grading may import it)
 _SURFACE = {
@@ -64,6 +65,7 @@ _SURFACE = {
     "validate_tasks": "swe_rl.grading.validate",
     "validate_tasks_sync": "swe_rl.grading.validate",
     "attach_cached": "swe_rl.grading.validate",
+    "validation_of": "swe_rl.tasks.validation",
 }
 __all__ = [  # the keys of _SURFACE (tests/foundation/test_rooms.py holds them equal)
     "EVAL_TIMEOUT",
@@ -89,6 +91,7 @@ __all__ = [  # the keys of _SURFACE (tests/foundation/test_rooms.py holds them e
     "task_timeout",
     "validate_tasks",
     "validate_tasks_sync",
+    "validation_of",
     "validation_shown",
 ]
 

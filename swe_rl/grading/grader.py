@@ -58,6 +58,7 @@ from swe_rl.tasks.eval_script import (
     EVAL_OUTPUT,
     WORKDIR,
     Interrupted,
+    Tampered,
     eval_script_for,
     instance_dict,
     no_exit_status,
@@ -402,6 +403,10 @@ async def _grade_in_sandbox(
         return _infra("image_missing" if missing else "sandbox_start_failed", str(e))
     except Interrupted as e:
         return _infra("eval_interrupted", e.log)
+    except Tampered as e:
+        # a grader file replaced or flooded by the code under test: the patch's, never masked
+        found: dict[str, Any] = {"resolved": False, "integrity": {"violations": [str(e)]}}
+        return RewardResult(0.0, False, found, f"[integrity violation: {e}]", None)
     except SandboxDiedError as e:
         return _infra("sandbox_died", str(e))
     except SandboxTimeoutError as e:
@@ -505,6 +510,10 @@ async def _probe(sb: Sandbox, task: Task, plan: GradingPlan, opts: _Options, cos
     with cost.phase("probe"):
         try:
             return await run_probe(sb, task, plan, opts.timeout)
+        except (
+            Tampered
+        ) as e:  # only the code under test does that: a label (the probe never changes the verdict)
+            return Probe("ran", findings=(f"probe run: {e}",), reason="")
         except Exception as e:
             return Probe("unavailable", reason=f"the probe failed: {type(e).__name__}: {str(e)[:300]}")
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import secrets
 from dataclasses import dataclass
 
@@ -87,16 +88,20 @@ class Guard:
     async def read_back(self, sb: Sandbox, log: str) -> tuple[str, dict[str, str] | None, str | None]:
         """(the log with the eval script's own exit code, pytest's record of the session or None, why the junit
         record may have changed the run or None: `junit_footprint`)."""
+        from swe_rl.tasks.eval_script import read_result
+
+        what = "the grader's exit-code and junit record"
         try:
-            raw = await sb.read_file(self.path("record"))
+            raw = await read_result(sb, self.path("record"), what)
         except FileNotFoundError:  # collect_cmd did not run with the eval script
             await sb.exec(self.collect_cmd, timeout=120)
             try:
-                raw = await sb.read_file(self.path("record"))
+                raw = await read_result(sb, self.path("record"), what)
             except FileNotFoundError:
                 return log, None, None
         code_text, _, junit_text = raw.decode("utf-8", errors="replace").partition("\0")
-        code = int(code_text.strip()) if code_text.strip().lstrip("-").isdigit() else None
+        # ASCII digits only: str.isdigit() is true for "²", which int() refuses
+        code = int(code_text.strip()) if re.fullmatch(r"-?[0-9]+", code_text.strip()) else None
         junit_text = junit_text[1:] if junit_text.startswith("J") else ""
         record = junit_outcomes(junit_text) if junit_text else None
         return trusted_log(log, code), record, junit_footprint(log, junit_text, code)

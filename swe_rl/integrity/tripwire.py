@@ -92,8 +92,10 @@ def _target(line: str) -> str | None:
     """The `+++` line's path: None for /dev/null (a deletion); a/ b/ or other prefixes and quotes removed."""
     path = line[4:].split("\t")[0].strip()
     if path.startswith('"') and path.endswith('"'):
-        # git's C-style quoting: octal escapes of the UTF-8 bytes
-        path = path[1:-1].encode("latin-1", "replace").decode("unicode_escape").encode("latin-1").decode()
+        # git's C-style quoting: octal escapes of the path's bytes (UTF-8, or not: a name can be any bytes, kept
+        # as surrogates the way Python names such files)
+        raw = path[1:-1].encode("latin-1", "replace").decode("unicode_escape").encode("latin-1")
+        path = raw.decode("utf-8", "surrogateescape")
     if path == "/dev/null":
         return None
     return (

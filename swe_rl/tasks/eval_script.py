@@ -14,7 +14,7 @@ import secrets
 import shlex
 from typing import Any
 
-from sandboxes.base import ExecResult, Sandbox
+from sandboxes.base import ExecResult, Sandbox, SandboxError
 from swe_rl.tasks.task import Task
 
 WORKDIR = "/testbed"
@@ -30,6 +30,55 @@ class Interrupted(Exception):
     def __init__(self, log: str):
         super().__init__("a grading command ended without an exit status")
         self.log = log
+
+
+class Tampered(Exception):
+    """A file only the grader writes while the tests run (the eval log, the guard's exit-code and junit record) is
+    not the regular file of a sane size it wrote: the code under test, which runs as the same user and can find
+    it (its own stdout is the log), replaced it by a directory, FIFO, symlink or device, or flooded it. The
+    patch's doing (reward 0 with an integrity violation), never an infrastructure failure to mask."""
+
+
+# bytes of a grader file read back: an eval log is kilobytes to a few megabytes; more is a flood of output
+RESULT_MAX = 256 << 20
+# what is at the path, without following a link and without opening it (a FIFO would block an open)
+_KIND = (
+    'if [ -L "$1" ]; then echo "symbolic link"; elif [ -f "$1" ]; then echo "file $(stat -c %s -- "$1")"; '
+    'elif [ -e "$1" ]; then stat -c %F -- "$1"; else echo missing; fi'
+)
+
+
+async def _kind(sb: Sandbox, path: str) -> str:
+    res = await sb.exec(f"sh -c {shlex.quote(_KIND)} sh {shlex.quote(path)}", timeout=60)
+    no_exit_status(res, res.output)
+    return res.output.strip()
+
+
+def _check_kind(kind: str, path: str, what: str) -> None:
+    size = kind.removeprefix("file ")
+    if size != kind and re.fullmatch(r"[0-9]+", size):
+        if int(size) > RESULT_MAX:
+            raise Tampered(f"{what} {path} is {int(size)} bytes, over the {RESULT_MAX} the grader reads back")
+        return
+    if kind != "missing":
+        raise Tampered(
+            f"{what} {path} is a {kind or 'thing stat cannot name'}, not the file the grader wrote"
+        )
+
+
+async def read_result(sb: Sandbox, path: str, what: str) -> bytes:
+    """The bytes of a grader file at `path` (FileNotFoundError when there is none); Tampered when something
+    else is there, before or after a read that failed (swapped in between: a FIFO blocks the read until its
+    timeout, a link to /dev/zero floods it)."""
+    kind = await _kind(sb, path)
+    _check_kind(kind, path, what)
+    if kind == "missing":
+        raise FileNotFoundError(path)
+    try:
+        return await sb.read_file(path)
+    except SandboxError:
+        _check_kind(await _kind(sb, path), path, what)
+        raise
 
 
 def no_exit_status(res: ExecResult, log: str) -> None:
@@ -101,8 +150,10 @@ async def run_script(
     cmd = f"{before + ' ; ' if before else ''}/bin/bash {EVAL_FILE} > {out} 2>&1{' ; ' + after if after else ''}"
     res = await sb.exec(cmd, timeout=timeout)
     try:
-        log = (await sb.read_file(out)).decode(errors="replace")
-    except FileNotFoundError:  # the redirect never happened: the shell itself failed
+        log = (await read_result(sb, out, "the eval log")).decode(errors="replace")
+    except (
+        FileNotFoundError
+    ):  # the redirect never happened: the shell itself failed (or the tests removed it)
         log = res.output
     if not res.timed_out:  # a cut-short log would read as failing tests: no verdict instead
         no_exit_status(res, log + "\n" + res.output)

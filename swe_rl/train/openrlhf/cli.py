@@ -96,7 +96,7 @@ def data_command(
     if not validate:
         typer.echo(f"wrote {n} rows to {out} (not validated)")
         return
-    from swe_rl.tasks.validation import validation_of
+    from swe_rl.grading import validation_of
 
     have = sum(validation_of(t) is not None for t in tasks)
     typer.echo(

@@ -39,7 +39,7 @@ def dataset_check(cfg: OpenRLHFTrainConfig) -> tuple[Check, list[str]]:
     sandbox images they need. With `agent.grade_timeout_gold_factor`, a validated row whose record has no gold
     test time (made before validation timed gold) fails the check: the factor would silently not apply to it,
     and its timeouts would stay masked (docs/grading.md); `swe-rl openrlhf-data` makes the rows again."""
-    from swe_rl.tasks.validation import validation_of
+    from swe_rl.grading import validation_of
     from swe_rl.train.openrlhf.data import task_from_label
 
     path = Path(cfg.data.prompt_dataset)
