@@ -32,6 +32,7 @@ from swe_rl.tasks.grading_plan import GradingPlan
 from swe_rl.tasks.task import Task
 
 _PASSING = ("PASSED", "XFAIL")
+_FAILING = ("FAILED", "ERROR")
 _OBSERVED_OK = ("passed", "skipped", "xfailed", "skipped or xfail")
 
 
@@ -146,6 +147,10 @@ def judge(task: Task, records: Records, log: str, select: list[str]) -> tuple[li
     renamed = parser_aliases(seen, parser) if parser is not None else {}
     statuses = log_statuses(task, log)
     for test, claimed in statuses.items():
+        # the probe runs only for a resolved result: every selected test passed in the graded run, on this tree.
+        # One that fails here behaves by whether it is watched (or graded): the graded run's pass is not its own
+        if test in select and claimed in _FAILING:
+            findings.append(f"probe: {test}: passed in the graded run, {claimed} in the probe run of the same tree")
         if test not in select or claimed not in _PASSING:
             continue
         outcomes = seen.get(test) or _renamed(test, renamed, seen) or _prefix_match(test, seen)
