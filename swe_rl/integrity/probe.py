@@ -150,7 +150,9 @@ def judge(task: Task, records: Records, log: str, select: list[str]) -> tuple[li
         # the probe runs only for a resolved result: every selected test passed in the graded run, on this tree.
         # One that fails here behaves by whether it is watched (or graded): the graded run's pass is not its own
         if test in select and claimed in _FAILING:
-            findings.append(f"probe: {test}: passed in the graded run, {claimed} in the probe run of the same tree")
+            findings.append(
+                f"probe: {test}: passed in the graded run, {claimed} in the probe run of the same tree"
+            )
         if test not in select or claimed not in _PASSING:
             continue
         outcomes = seen.get(test) or _renamed(test, renamed, seen) or _prefix_match(test, seen)
