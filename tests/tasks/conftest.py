@@ -36,6 +36,23 @@ def tasks_micro_images(tasks_micro):
     return tasks_micro
 
 
+@pytest.fixture(scope="session")
+def tasks_no_record():
+    """make(textkit task) -> the task as a suite whose runner pytest's junit record cannot reach (sphinx's tox):
+    the log is all the grader has."""
+    from swe_rl.grading.plan import plan_grading
+
+    def make(task):
+        cmd = "-p no:cacheprovider tests/test_wrap.py\n"
+        assert cmd in task.eval_script
+        script = task.eval_script.replace(cmd, cmd[:-1] + "  # as under tox: no junit record\n")
+        out = task.model_copy(update={"eval_script": script})
+        assert not plan_grading(out).junit
+        return out
+
+    return make
+
+
 @pytest.fixture
 def tasks_wrong_patch() -> str:
     """A well-formed patch that applies to any repo and fixes nothing (adds a notes file)."""
