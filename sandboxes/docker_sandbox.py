@@ -50,6 +50,9 @@ _KILL_SESSION = (
 class DockerSandbox(ShellSandbox):
     """A hardened container with a persistent shell. Start with `await sb.start()` or `async with`."""
 
+    # every process in /proc here is the sandbox's own (a PID namespace): a caller may kill what its commands left
+    own_pid_namespace = True
+
     def __init__(
         self,
         config: DockerSandboxConfig | None = None,

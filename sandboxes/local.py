@@ -62,6 +62,8 @@ class _PipeTransport:
 class LocalSandbox(ShellSandbox):
     """A bash process in a temporary directory on this host. Isolates nothing (see the module docstring)."""
 
+    own_pid_namespace = False  # /proc is the host's: never kill "everything else" from here
+
     def __init__(
         self, config: LocalSandboxConfig | None = None, *, copy_from: str | Path | None = None
     ) -> None:

@@ -80,8 +80,13 @@ class Guard:
         """Shell gathering the eval script's exit code and pytest's record into one file (run right after the
         eval script, in the same exec: `read_back` then only reads it)."""
         rc, junit = self.path("rc"), self.junit
+        # each read only as the regular file the eval script (or pytest) wrote: a FIFO would block the read, a link
+        # lead elsewhere; anything else in its place is marked T (the code under test's doing: read_back)
+        # the record made anew: what the tests left at its path (a FIFO would block the write) is removed first
         return (
-            f"{{ cat {rc} 2>/dev/null; printf '\\0'; [ -f {junit} ] && {{ printf J; head -c {RECORD_MAX} {junit}; }};"
+            f"rm -rf {self.path('record')}; "
+            f"{{ {_other(rc)} && printf T || cat {rc} 2>/dev/null; printf '\\0'; "
+            f"if {_other(junit)}; then printf T; elif [ -f {junit} ]; then printf J; head -c {RECORD_MAX} {junit}; fi;"
             f" true; }} > {self.path('record')}"
         )
 
@@ -100,11 +105,23 @@ class Guard:
             except FileNotFoundError:
                 return log, None, None
         code_text, _, junit_text = raw.decode("utf-8", errors="replace").partition("\0")
+        for part, name in ((code_text, self.path("rc")), (junit_text, self.junit)):
+            if part.startswith("T"):
+                from swe_rl.tasks.eval_script import Tampered
+
+                raise Tampered(
+                    f"{name} is not the regular file the eval script writes (a FIFO, link or folder)"
+                )
         # ASCII digits only: str.isdigit() is true for "²", which int() refuses
         code = int(code_text.strip()) if re.fullmatch(r"-?[0-9]+", code_text.strip()) else None
         junit_text = junit_text[1:] if junit_text.startswith("J") else ""
         record = junit_outcomes(junit_text) if junit_text else None
         return trusted_log(log, code), record, junit_footprint(log, junit_text, code)
+
+
+def _other(path: str) -> str:
+    """Shell test: something other than a regular file (or nothing) is at `path`."""
+    return f"{{ [ -L {path} ] || {{ [ -e {path} ] && [ ! -f {path} ]; }}; }}"
 
 
 async def _exec_ok(sb: Sandbox, cmd: str, what: str, workdir: str = WORKDIR) -> str:

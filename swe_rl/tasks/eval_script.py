@@ -81,6 +81,15 @@ async def read_result(sb: Sandbox, path: str, what: str) -> bytes:
         raise
 
 
+# kill -9 every process not in $__swe_rl_keep, three passes (a fork caught between the listing and its parent's
+# death is found by the next); kill is a builtin and the glob forks nothing, so the shell lists only what was there
+REAP = (
+    "for __swe_rl_n in 1 2 3; do for __swe_rl_d in /proc/[0-9]*; do __swe_rl_q=${__swe_rl_d#/proc/}; "
+    'case "$__swe_rl_keep" in *" $__swe_rl_q "*) ;; *) kill -9 "$__swe_rl_q" 2>/dev/null ;; esac; done; '
+    "sleep 0.02; done"
+)
+
+
 def no_exit_status(res: ExecResult, log: str) -> None:
     # Shell commands exit 0..255; sandboxes report -1 when no status came back (shell died, client timeout).
     if res.exit_code < 0:
@@ -147,7 +156,14 @@ async def run_script(
     # to a file, read back whole: exec output is capped (head + tail) and the parser needs every result line;
     # a fresh name per run, so that no patch can know in advance where to write a fake log
     out = f"{EVAL_OUTPUT}_{secrets.token_hex(8)}.txt"
-    cmd = f"{before + ' ; ' if before else ''}/bin/bash {EVAL_FILE} > {out} 2>&1{' ; ' + after if after else ''}"
+    # the processes of the sandbox before the script (its init, main process and this command's shell chain): every
+    # other one is the script's, and is killed when it ends, before `after` collects its results and before the log
+    # is read back (a daemon the code under test left, setsid or not, would otherwise rewrite them in place)
+    # (only where /proc is the sandbox's own: a container's PID namespace, never a LocalSandbox's host)
+    own = getattr(sb, "own_pid_namespace", False) is True
+    keep = '__swe_rl_keep=" $(cd /proc && echo [0-9]*) "; ' if own else ""
+    reap = f"; {REAP}" if own else ""
+    cmd = f"{keep}{before + ' ; ' if before else ''}/bin/bash {EVAL_FILE} > {out} 2>&1{reap}{' ; ' + after if after else ''}"
     res = await sb.exec(cmd, timeout=timeout)
     try:
         log = (await read_result(sb, out, "the eval log")).decode(errors="replace")
