@@ -106,6 +106,8 @@ def test_rows_without_gold_timing_fail_a_recipe_that_limits_by_it(orl_micro_task
 
 @pytest.mark.ray
 @pytest.mark.docker
+@pytest.mark.slow  # make test's 15-minute budget (~18 s); .ci/run still runs it (make test-ci-slow)
+@pytest.mark.ci_slow
 def test_env_check_script_runs_the_preflight_from_the_repo_root(orl_micro_task):
     """The whole preflight through the shell entry point, relative recipe / dataset / checkpoint paths."""
     rel = Path("runs") / f"preflight-test-{uuid.uuid4().hex[:8]}"
