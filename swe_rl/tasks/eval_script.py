@@ -167,10 +167,8 @@ async def run_script(
     res = await sb.exec(cmd, timeout=timeout)
     try:
         log = (await read_result(sb, out, "the eval log")).decode(errors="replace")
-    except (
-        FileNotFoundError
-    ):  # the redirect never happened: the shell itself failed (or the tests removed it)
-        log = res.output
+    except FileNotFoundError:
+        log = res.output  # the redirect never happened: the shell itself failed (or the tests removed it)
     if not res.timed_out:  # a cut-short log would read as failing tests: no verdict instead
         no_exit_status(res, log + "\n" + res.output)
     return log, res.timed_out
