@@ -80,9 +80,9 @@ class Guard:
         """Shell gathering the eval script's exit code and pytest's record into one file (run right after the
         eval script, in the same exec: `read_back` then only reads it)."""
         rc, junit = self.path("rc"), self.junit
-        # each read only as the regular file the eval script (or pytest) wrote: a FIFO would block the read, a link
-        # lead elsewhere; anything else in its place is marked T (the code under test's doing: read_back)
-        # the record made anew: what the tests left at its path (a FIFO would block the write) is removed first
+        # the record made anew (a FIFO the tests left at its path would block the write); the exit code and the
+        # junit file read only as the regular files written (a FIFO would block the read, a link lead elsewhere):
+        # anything else there is marked T, the code under test's doing (read_back)
         return (
             f"rm -rf {self.path('record')}; "
             f"{{ {_other(rc)} && printf T || cat {rc} 2>/dev/null; printf '\\0'; "
@@ -93,7 +93,7 @@ class Guard:
     async def read_back(self, sb: Sandbox, log: str) -> tuple[str, dict[str, str] | None, str | None]:
         """(the log with the eval script's own exit code, pytest's record of the session or None, why the junit
         record may have changed the run or None: `junit_footprint`)."""
-        from swe_rl.tasks.eval_script import read_result
+        from swe_rl.tasks.eval_script import Tampered, read_result
 
         what = "the grader's exit-code and junit record"
         try:
@@ -107,8 +107,6 @@ class Guard:
         code_text, _, junit_text = raw.decode("utf-8", errors="replace").partition("\0")
         for part, name in ((code_text, self.path("rc")), (junit_text, self.junit)):
             if part.startswith("T"):
-                from swe_rl.tasks.eval_script import Tampered
-
                 raise Tampered(
                     f"{name} is not the regular file the eval script writes (a FIFO, link or folder)"
                 )

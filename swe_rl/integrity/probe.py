@@ -109,9 +109,7 @@ async def run_probe(sb: Sandbox, task: Task, plan: GradingPlan, timeout: float) 
         return cut(f"the probe run (the FAIL_TO_PASS tests alone) ran past the {timeout:g} s limit")
     if not records.started:  # the log still says how the selected tests ended
         found = tuple(failing_here(task, log, select))
-        if (
-            records.reports or records.outcomes or records.forged
-        ):  # it did start: its first record was removed
+        if records.reports or records.outcomes or records.forged:  # it started: its first record was removed
             found += ("probe: the observer's records hold results but not its start record (removed)",)
         return Probe("unavailable", found, reason=f"the {kind} observer did not start", kind=kind,
                      seconds=time.monotonic() - t0, selected=len(select))  # fmt: skip

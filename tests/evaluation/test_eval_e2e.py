@@ -159,6 +159,8 @@ def eval_gold_after_sigint(
             "n_tasks": served["n_tasks"]}  # fmt: skip
 
 
+@pytest.mark.slow  # make test's 15-minute budget (~50 s with the next, one fixture); make test-ci-slow runs it in CI
+@pytest.mark.ci_slow
 def test_gold_policy_resolves_every_instance_after_sigint_and_resume(eval_gold_after_sigint, eval_containers):
     r = eval_gold_after_sigint
     report, n = r["report"], r["n_tasks"]
@@ -178,6 +180,8 @@ def test_gold_policy_resolves_every_instance_after_sigint_and_resume(eval_gold_a
     assert not _wait_gone(eval_containers, "gold_sigint")
 
 
+@pytest.mark.slow  # make test's 15-minute budget (shares the SIGINT run); make test-ci-slow runs it in CI
+@pytest.mark.ci_slow
 def test_killed_actor_gives_the_same_report_without_duplicates(
     eval_gold_after_sigint,
     eval_gold_served,
