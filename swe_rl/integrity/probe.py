@@ -27,7 +27,7 @@ from sandboxes.base import Sandbox, SandboxDiedError, SandboxError
 from swe_rl.integrity import trusted_check
 from swe_rl.integrity.log_rules import parser_aliases, pytest_command, test_section
 from swe_rl.integrity.trusted_check import Records
-from swe_rl.tasks.eval_script import WORKDIR, Interrupted, run_script, with_exports
+from swe_rl.tasks.eval_script import WORKDIR, Interrupted, Tampered, run_script, with_exports
 from swe_rl.tasks.grading_plan import GradingPlan
 from swe_rl.tasks.task import Task
 
@@ -101,6 +101,8 @@ async def run_probe(sb: Sandbox, task: Task, plan: GradingPlan, timeout: float) 
         records = await trusted_check.read_records(sb, check)
     except Interrupted:
         return cut("the probe run was cut short (its shell died)")
+    except Tampered as e:  # its log replaced or flooded: only the code under test does that
+        return cut(f"in the probe run, {e}")
     except SandboxDiedError as e:
         return cut("the probe run's sandbox died", f": {str(e)[:300]}")
     except SandboxError as e:

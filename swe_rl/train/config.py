@@ -117,9 +117,7 @@ class TrainConfig(StrictModel):
     save_every: int = 10  # checkpoint every N steps (0 = only at the end)
     keep_checkpoints: int = 2  # newest checkpoints kept
     tensorboard: bool = False  # also write TensorBoard scalars to runs/<name>/tb
-    log_trajectories: int = (
-        2  # episodes per step written to runs/<name>/trajectories with their grading (0 = none)
-    )
+    log_trajectories: int = 2  # episodes a step kept, with their grading, in runs/<name>/trajectories
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
