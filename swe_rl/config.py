@@ -128,9 +128,11 @@ def _format_error(model: type[BaseModel], err: ValidationError, origins: dict[tu
     lines = []
     for item in err.errors():
         loc = tuple(item["loc"])
-        dotted = ".".join(str(p) for p in loc) or "<root>"
+        dotted = ".".join(str(p) for p in loc)
         where = _origin_of(loc, origins)
-        if item["type"] == "extra_forbidden":
+        if not loc:  # a model-wide rule (fields that do not go together): its message names them
+            lines.append(str(item["msg"]).removeprefix("Value error, "))
+        elif item["type"] == "extra_forbidden":
             owner = _model_at(model, loc)
             allowed = ", ".join(sorted(owner.model_fields)) if owner else "?"
             lines.append(f"unknown key '{dotted}' (from {where}); allowed keys here: {allowed}")

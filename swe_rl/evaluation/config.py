@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.config import StrictModel
@@ -46,6 +46,18 @@ class EvalConfig(StrictModel):
     pool: PoolConfig = Field(
         default_factory=lambda: PoolConfig.model_validate({})
     )  # Ray actors or local loop
+
+    @model_validator(mode="after")
+    def _one_local_episode(self) -> EvalConfig:
+        p = self.pool
+        in_flight = p.episodes_per_actor * (1 if p.backend == "local" else p.num_actors)
+        if self.sandbox.get("backend") == "local" and in_flight != 1:
+            raise ValueError(
+                f"pool: {in_flight} episodes at a time (num_actors x episodes_per_actor) with sandbox.backend "
+                "local; expected 1 (a local sandbox isolates nothing: every episode would work and be graded in "
+                "this host's one /testbed)"
+            )
+        return self
 
     def identity(self) -> dict[str, Any]:
         """The fields whose change makes earlier episodes incomparable (resume refuses to mix them)."""

@@ -130,6 +130,15 @@ class TrainConfig(StrictModel):
         default_factory=AlgoConfig
     )  # estimator, filtering, AEM/EMPG, EPO, loss (swe_rl.algo)
 
+    @model_validator(mode="after")
+    def _one_local_slot(self) -> TrainConfig:
+        if self.sandbox.get("backend") == "local" and self.rollout.slots != 1:
+            raise ValueError(
+                f"rollout.slots: {self.rollout.slots} with sandbox.backend local; expected 1 (a local sandbox "
+                "isolates nothing: every slot would reset and grade its task in this host's one /testbed)"
+            )
+        return self
+
     @field_validator("device")
     @classmethod
     def _device_name(cls, v: str) -> str:

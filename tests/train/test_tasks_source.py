@@ -41,6 +41,24 @@ def test_unknown_source_and_missing_dataset_are_one_clear_error():
         build_env(TrainConfig.model_validate({"data": {"source": "tasks"}}), None, None)
 
 
+def test_a_local_sandbox_runs_one_episode_at_a_time(tmp_path):
+    """A local sandbox works in this host's one /testbed: slots side by side would reset and grade each other's
+    tasks there. The shipped GPU-machine recipe (one slot) with a second slot is one clear error, from the CLI."""
+    proc = subprocess.run([SWE_RL, "train", "-c", "configs/train/gpu_check.yaml", "-o", "rollout.slots=2", "-o",
+                           f"out_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and "rollout.slots: 2 with sandbox.backend local; expected 1" in proc.stderr
+    assert not any(tmp_path.iterdir())  # nothing started
+    from swe_rl.config import ConfigError, load_config
+    from swe_rl.evaluation.config import EvalConfig
+
+    with pytest.raises(
+        ConfigError, match=r"pool: 8 episodes at a time .* with sandbox\.backend local; expected 1"
+    ):
+        load_config(EvalConfig, overrides=["sandbox.backend=local"])  # 2 Ray actors x 4 episodes
+    one = ["sandbox.backend=local", "pool.backend=local", "pool.episodes_per_actor=1"]
+    assert load_config(EvalConfig, overrides=one).pool.episodes_per_actor == 1
+
+
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_two_rl_steps_of_the_shipped_checkpoint_on_a_task_file(tmp_path):
