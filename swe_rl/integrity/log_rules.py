@@ -25,6 +25,7 @@ Each violation makes the result unresolved.
 from __future__ import annotations
 
 import re
+import shlex
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from typing import Any
@@ -67,7 +68,24 @@ def trusted_log(log: str, exit_code: int | None) -> str:
 
 def pytest_command(test_command: str) -> bool:
     """Whether the test command runs pytest itself (tox and friends filter the environment it would read)."""
-    return bool(re.search(r"\bpytest\b", test_command)) and "tox" not in test_command
+    return runs_program(test_command, "pytest") and not runs_program(test_command, "tox")
+
+
+def runs_program(command: str, program: str) -> bool:
+    """Whether a line of a test command runs `program`: one of its words (`pytest`, `/usr/bin/pytest`, `python -m
+    pytest`), never a substring of a test's path or of a comment (`tests/test_toxfile.py`, `# not under tox`)."""
+    return any(w.rsplit("/", 1)[-1] == program for words in command_words(command) for w in words)
+
+
+def command_words(command: str) -> list[list[str]]:
+    """Each line of a test command split into words as the shell splits it, comments dropped."""
+    out = []
+    for line in command.split("\n"):
+        try:
+            out.append(shlex.split(line, comments=True))
+        except ValueError:  # an unclosed quote: the line's words as they stand
+            out.append(line.split())
+    return out
 
 
 def junit_outcomes(xml_text: str) -> dict[str, str] | None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from sandboxes.base import Sandbox, SandboxDiedError, SandboxError
 from swe_rl.integrity import trusted_check
-from swe_rl.integrity.log_rules import parser_aliases, pytest_command, test_section
+from swe_rl.integrity.log_rules import command_words, parser_aliases, pytest_command, test_section
 from swe_rl.integrity.trusted_check import Records
 from swe_rl.tasks.eval_script import WORKDIR, Interrupted, Tampered, run_script, with_exports
 from swe_rl.tasks.grading_plan import GradingPlan
@@ -69,7 +69,10 @@ def probe_kind(task: Task, command: str) -> str | None:
 def tox_current_env(command: str) -> bool:
     """tox running the commands of its ini in the current Python (sphinx's `tox --current-env -epy39`): pytest
     there, with tox's filtered environment (PYTEST_ADDOPTS passes where the ini says so; PYTHONPATH never)."""
-    return bool(re.search(r"\btox\b[^\n]*--current-env", command))
+    return any(
+        "--current-env" in words and any(w.rsplit("/", 1)[-1] == "tox" for w in words)
+        for words in command_words(command)
+    )
 
 
 async def run_probe(sb: Sandbox, task: Task, plan: GradingPlan, timeout: float) -> Probe:

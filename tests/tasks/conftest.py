@@ -43,9 +43,12 @@ def tasks_no_record():
     from swe_rl.grading.plan import plan_grading
 
     def make(task):
-        cmd = "-p no:cacheprovider tests/test_wrap.py\n"
-        assert cmd in task.eval_script
-        script = task.eval_script.replace(cmd, cmd[:-1] + "  # as under tox: no junit record\n")
+        # pytest started through `pytest.main`, as a repository's runner script would: the grader cannot tell
+        # that pytest runs, so it neither adds its junit option nor expects a record (nor runs a probe)
+        cmd = "\npython3 -m pytest -rA -p no:cacheprovider tests/test_wrap.py\n"
+        launcher = "python3 -c 'import sys, pytest; sys.exit(pytest.main())'"
+        assert task.eval_script.count(cmd) == 1
+        script = task.eval_script.replace(cmd, cmd.replace("python3 -m pytest", launcher))
         out = task.model_copy(update={"eval_script": script})
         assert not plan_grading(out).junit
         return out

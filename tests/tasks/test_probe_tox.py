@@ -13,6 +13,7 @@ from pathlib import Path
 
 from sandboxes.local import LocalSandbox
 from swe_rl.grading.plan import plan_grading
+from swe_rl.integrity.log_rules import pytest_command
 from swe_rl.integrity.probe import tox_current_env
 from swe_rl.integrity.trusted_check import install, read_records
 from swe_rl.tasks.task import Task
@@ -37,6 +38,28 @@ def test_sphinx_s_tox_command_gets_the_pytest_observer() -> None:
     )  # fmt: skip
     assert tox_current_env(SPHINX) and plan_grading(task).probe_kind == "pytest"
     assert not tox_current_env("tox -epy39 -- tests/test_x.py")  # tox's own venvs: not the image's Python
+
+
+def test_the_runner_is_read_from_the_command_s_words_not_its_substrings() -> None:
+    """A test path or a comment that mentions tox turned the junit record and the probe off (a substring check);
+    a comment that names `tox --current-env` would have turned tox's observer path on."""
+    for cmd in (
+        "pytest -rA tests/test_toxfile.py",
+        "pytest -rA tests/tox/test_ini.py  # not run under tox",
+        "python3 -m pytest -rA tests/test_x.py",
+        "PYTHONWARNINGS=ignore /usr/local/bin/pytest --no-header -rA tests/test_x.py",
+    ):
+        assert pytest_command(cmd) and not tox_current_env(cmd), cmd
+    for cmd in (
+        "tox -epy39 -- pytest tests/test_x.py",
+        "python3 -c 'import sys, pytest; sys.exit(pytest.main())' tests/test_x.py",
+        "./tests/runtests.py --verbosity 2 test_pytest_compat",
+        "bin/test -C --verbose sympy/pytest_like.py",
+        "echo 'unclosed",
+    ):
+        assert not pytest_command(cmd), cmd
+    assert not tox_current_env("pytest tests/test_x.py  # tox --current-env would run this too")
+    assert tox_current_env("python3 -m tox --current-env -epy39 -v -- tests/test_x.py")
 
 
 def _repo(tmp_path: Path, lib: str) -> Path:
