@@ -26,11 +26,9 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    import swe_rl.experiments  # noqa: F401  (registers the experiment data sources)
+    # the input is checked before torch and the trainer are imported: a mistake is answered in a second
     from swe_rl.config import ConfigError, load_config
     from swe_rl.train.config import TrainConfig
-    from swe_rl.train.evaluate import write_episodes
-    from swe_rl.train.run import build_env, load_policy_model
 
     config, out = Path(argv[0]), Path(argv[1])
     ckpts = dict(a.split("=", 1) for a in argv[2:])
@@ -51,6 +49,10 @@ def main(argv: list[str]) -> int:
     if not isinstance(results, dict):
         print(f"{out}: expected a JSON object of name -> metrics", file=sys.stderr)
         return 2
+    import swe_rl.experiments  # noqa: F401  (registers the experiment data sources)
+    from swe_rl.train.evaluate import write_episodes
+    from swe_rl.train.run import build_env, load_policy_model
+
     for name, d in ckpts.items():
         if name in results:
             print(f"{name}: already in {out}, skipped")

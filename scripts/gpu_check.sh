@@ -29,7 +29,6 @@ done
 PY="${PYTHON:-python3}"
 LOGS="${OUT:-runs/gpu_check}"
 mkdir -p "$LOGS"
-WORK=$(mktemp -d /tmp/swe_rl_gpu_check.XXXXXX)
 START=$SECONDS
 status=0
 say() { echo "gpu_check: $*" | tee -a "$LOGS/summary.txt"; }
@@ -80,7 +79,6 @@ if [ "$BENCH" = 1 ]; then
   [ "$CUDA" = 1 ] || DRY=(--cpu-dry-run)
   part bench-generate 280 "$PY" bench/generate.py --repeat 2 --out "$LOGS/bench" "${DRY[@]}"
   part bench-train 240 "$PY" bench/gpu_train.py --shapes "${GPU_BENCH_SHAPES:-1.5b}" --out "$LOGS/bench" "${DRY[@]}"
-  rm -rf "$WORK"
   say "done in $((SECONDS - START)) s, exit $status"
   exit $status
 fi
@@ -91,6 +89,7 @@ part smoke 150 env PYTHON="$PY" bash scripts/gpu_smoke.sh "${SMOKE_ARGS[@]}"
 # /usr/local/lib/swe_rl_tools; both are removed afterwards unless they were there before
 leftovers=()
 for d in /testbed /usr/local/lib/swe_rl_tools; do [ -e "$d" ] || leftovers+=("$d"); done
+WORK=$(mktemp -d /tmp/swe_rl_gpu_check.XXXXXX)  # the run folder, made here: an earlier exit leaves nothing behind
 part train 240 "$PY" -m swe_rl.cli train -c configs/train/gpu_check.yaml -o "out_dir=$WORK" "${OVERRIDES[@]}"
 grep "^train: " "$LOGS/train.log" | tee -a "$LOGS/summary.txt"  # its device line
 if [ -f "$WORK/gpu_check/metrics.jsonl" ]; then

@@ -56,7 +56,9 @@ def test_gpu_check_refuses_a_machine_without_cuda_unless_told_it_is_a_dry_run(tm
         "PYTHON": sys.executable,
         "GPU_CHECK_WHEELS": str(tmp_path / "none"),
     }
+    work = set(Path("/tmp").glob("swe_rl_gpu_check.*"))  # the train part's run folders
     res = _run(["bash", "scripts/gpu_check.sh", "--bench"], env=env)  # the check's parts refuse the same way
+    assert set(Path("/tmp").glob("swe_rl_gpu_check.*")) == work, "a refused check leaves no run folder behind"
     assert res.returncode == 1 and "no CUDA device" in res.stdout and "--allow-cpu" in res.stdout, res.stdout
     assert "cuda_available False" in (tmp_path / "device.txt").read_text()  # the device line is written first
     assert not list(tmp_path.glob("*.log")), "no part may run without CUDA or --allow-cpu"

@@ -87,6 +87,9 @@ def _sessions(rt) -> None:
 
 
 def _commands_and_files(rt, tmp_path) -> None:
+    # absolute paths under the test's own folder: with backend local they are the host's, and fixed /tmp names
+    # stayed behind after every run (and were shared by runs side by side); in a container the folder is new
+    top = str(tmp_path / "abs")
     r = run(rt.execute(Command(command=["sh", "-c", "echo out; echo err >&2; exit 4"])))
     assert (r.stdout, r.stderr, r.exit_code) == ("out\n", "err\n", 4)
     r = run(rt.execute(Command(command="echo a; echo b >&2", shell=True, merge_output_streams=True)))
@@ -99,16 +102,16 @@ def _commands_and_files(rt, tmp_path) -> None:
         run(rt.execute(Command(command="exit 1", shell=True, check=True)))
     with pytest.raises(CommandTimeoutError):
         run(rt.execute(Command(command="sleep 30", shell=True, timeout=1)))
-    run(rt.write_file(WriteFileRequest(path="/tmp/deep/dir/f.txt", content="héllo\n")))
-    assert run(rt.read_file(ReadFileRequest(path="/tmp/deep/dir/f.txt"))).content == "héllo\n"
+    run(rt.write_file(WriteFileRequest(path=f"{top}/deep/dir/f.txt", content="héllo\n")))
+    assert run(rt.read_file(ReadFileRequest(path=f"{top}/deep/dir/f.txt"))).content == "héllo\n"
     with pytest.raises(FileNotFoundError):
         run(rt.read_file(ReadFileRequest(path="/tmp/none.txt")))
     (tmp_path / "tools" / "bin").mkdir(parents=True)
     (tmp_path / "tools" / "bin" / "hello").write_text("#!/bin/sh\necho tool says $1\n")
     (tmp_path / "tools" / "bin" / "hello").chmod(0o755)
-    run(rt.upload(UploadRequest(source_path=str(tmp_path / "tools"), target_path="/tmp/tools")))
-    run(rt.upload(UploadRequest(source_path=str(tmp_path / "tools/bin/hello"), target_path="/tmp/one/hi")))
-    assert _bash(rt, "export PATH=/tmp/tools/bin:$PATH && hello x && /tmp/one/hi y").output.split("\n")[
+    run(rt.upload(UploadRequest(source_path=str(tmp_path / "tools"), target_path=f"{top}/tools")))
+    run(rt.upload(UploadRequest(source_path=str(tmp_path / "tools/bin/hello"), target_path=f"{top}/one/hi")))
+    assert _bash(rt, f"export PATH={top}/tools/bin:$PATH && hello x && {top}/one/hi y").output.split("\n")[
         :2
     ] == [
         "tool says x",
