@@ -37,7 +37,7 @@ system:
 docker:
 	@bash scripts/ensure_dockerd.sh
 
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed $(VENV)/.compiled
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	@command -v uv >/dev/null || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install -q uv
@@ -53,6 +53,19 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	@# then fails with `operator torchvision::nms does not exist`): removed; vLLM's text path does not need them.
 	$(UV) pip uninstall -q --python $(PY) torchvision torchaudio torchcodec 2>/dev/null || true
 	@$(PY) -c "import torch, vllm; assert torch.version.cuda is None or '$(ALLOW_CUDA)', 'expected a CPU torch build'"
+	@touch $@
+
+# Bytecode for every installed module and ours, written once here: where PYTHONDONTWRITEBYTECODE is set (common in
+# CI containers; this project's machines set it) Python writes none itself, and every process (each CLI call, Ray
+# worker, vLLM engine) compiled ~2,000 modules from source again: `swe-rl eval` of one task took 31 s instead of 17.
+# A stale .pyc of ours is recompiled in memory, never used; tests are pytest's to rewrite; task repos are data.
+# Files for newer Pythons (torch's py312_intrinsics) fail to compile as they would fail to import: counted, logged.
+$(VENV)/.compiled: $(VENV)/.installed
+	@echo "compiling bytecode (site-packages, swe_rl, sandboxes): about a minute"
+	@$(PY) -m compileall -q -j 0 -x 'micro_suite/repos' \
+	  $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') swe_rl sandboxes \
+	  > $(VENV)/compileall.log 2>&1 || \
+	  echo "compileall: $$(grep -c '^\*\*\*' $(VENV)/compileall.log) file(s) did not compile (.venv/compileall.log)"
 	@touch $@
 
 qwen-assets: venv
