@@ -12,6 +12,9 @@ from swe_rl.config import ConfigError
 def eval_command(
     overrides: list[str] = typer.Argument(None, help="dotted overrides, e.g. agent.max_steps=20 runs=4"),
     config: list[str] = typer.Option([], "--config", "-c", help="YAML config file(s), merged in order"),
+    override: list[str] = typer.Option(
+        [], "--override", "-o", help="dotted KEY=VALUE override, as swe-rl train takes them"
+    ),
     name: str | None = typer.Option(
         None, "--name", help="run directory name (rerun the same name to resume)"
     ),
@@ -51,7 +54,7 @@ def eval_command(
         extra.append(f"dataset.instances=[{', '.join(repr(i) for i in instances)}]")
     try:
         files: list[str | Path] = list(config)
-        cfg = load_config(EvalConfig, files=files, overrides=[*extra, *(overrides or [])])
+        cfg = load_config(EvalConfig, files=files, overrides=[*extra, *(overrides or []), *override])
         check_policy_paths(cfg.policy, "policy")  # a bad model folder: one line here, not a worker traceback
         report = run_eval(cfg)
     except (ConfigError, ValueError) as e:  # ConfigError, TaskLoadError: one message naming the input

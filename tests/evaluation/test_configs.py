@@ -36,6 +36,17 @@ def test_cli_rejects_unknown_key_with_a_clear_message(tmp_path):
     assert "agent.max_stepz" in res.output and "max_steps" in res.output
 
 
+def test_overrides_are_also_taken_as_dash_o_like_swe_rl_train(tmp_path):
+    """`-o KEY=VALUE` as `swe-rl train` and `swe-rl demo` take them, after the positional ones; once it was
+    "No such option: -o"."""
+    args = ["eval", "--output-dir", str(tmp_path), "runs=2"]
+    res = CliRunner().invoke(app, [*args, "-o", "agent.max_stepz=3"])
+    assert res.exit_code == 2 and "agent.max_stepz" in res.output and "max_steps" in res.output, res.output
+    res = CliRunner().invoke(app, [*args, "--override", "runs=0"])  # the later value wins: runs=0 is refused
+    assert res.exit_code == 2 and "greater than or equal to 1" in res.output, res.output
+    assert not any(tmp_path.iterdir()), "a refused config starts nothing"
+
+
 def test_report_on_a_missing_run_dir_is_one_error(tmp_path):
     res = CliRunner().invoke(app, ["report", str(tmp_path / "nope")])
     assert res.exit_code == 2 and "no config.yaml" in res.output
