@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,9 @@ from swe_rl.cli import app
 from swe_rl.config import load_config
 from swe_rl.evaluation.config import EvalConfig
 
-CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs" / "eval").glob("*.yaml"))
+ROOT = Path(__file__).resolve().parents[2]
+SWE_RL = str(Path(sys.executable).with_name("swe-rl"))
+CONFIGS = sorted((ROOT / "configs" / "eval").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
@@ -38,12 +42,16 @@ def test_cli_rejects_unknown_key_with_a_clear_message(tmp_path):
 
 def test_overrides_are_also_taken_as_dash_o_like_swe_rl_train(tmp_path):
     """`-o KEY=VALUE` as `swe-rl train` and `swe-rl demo` take them, after the positional ones; once it was
-    "No such option: -o"."""
-    args = ["eval", "--output-dir", str(tmp_path), "runs=2"]
-    res = CliRunner().invoke(app, [*args, "-o", "agent.max_stepz=3"])
-    assert res.exit_code == 2 and "agent.max_stepz" in res.output and "max_steps" in res.output, res.output
-    res = CliRunner().invoke(app, [*args, "--override", "runs=0"])  # the later value wins: runs=0 is refused
-    assert res.exit_code == 2 and "greater than or equal to 1" in res.output, res.output
+    "No such option: -o". The installed entry point, from the repository root, with the relative config path."""
+    args = [SWE_RL, "eval", "-c", "configs/eval/micro.yaml", "--output-dir", str(tmp_path), "runs=2"]
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*args, *extra], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    res = run("-o", "agent.max_stepz=3")
+    assert res.returncode == 2 and "agent.max_stepz" in res.stderr and "max_steps" in res.stderr, res.stderr
+    res = run("--override", "runs=0")  # the later value wins: runs=0 is refused
+    assert res.returncode == 2 and "greater than or equal to 1" in res.stderr, res.stderr
     assert not any(tmp_path.iterdir()), "a refused config starts nothing"
 
 
