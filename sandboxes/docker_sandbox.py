@@ -29,7 +29,7 @@ from sandboxes.base import (
 from sandboxes.config import DockerSandboxConfig
 from sandboxes.engine import SocketTransport, docker_client, open_exec_transport
 from sandboxes.lifecycle import Janitor, default_janitor, owner_labels
-from sandboxes.shell import OutputCap, check_env, one_shot_argv
+from sandboxes.shell import OutputCap, check_env, check_output_limit, one_shot_argv
 from sandboxes.shellbox import ShellSandbox
 from sandboxes.startgate import StartGate, default_gate_dir, default_slots
 
@@ -306,10 +306,14 @@ class DockerSandbox(ShellSandbox):
         timeout: float | None = None,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
+        output_limit: int | None = None,
     ) -> ExecResult:
-        """One-shot mode: a fresh `docker exec` (no shell state, may run alongside `exec`), same limits and cap."""
+        """One-shot mode: a fresh `docker exec` (no shell state, may run alongside `exec`), same limits; its exit
+        code is the engine's (one that ended by a signal in a sandbox that is gone raises SandboxDiedError, as `exec`
+        does). `output_limit`: bytes kept of this command's output (default: the sandbox's cap).
+        Docker ends the stream ~2 s after the command exits, even where a process it left still holds it."""
         timeout = self._check_timeout(timeout)
-        cap = OutputCap(self.output_limit)
+        cap = OutputCap(check_output_limit(output_limit, self.output_limit))
         argv = one_shot_argv(cmd, timeout, self.kill_grace)
         self._io()  # raises when not running
         t0 = time.monotonic()
@@ -326,12 +330,36 @@ class DockerSandbox(ShellSandbox):
             )
         except TimeoutError:  # the inside timeout failed to end it; it is left to that timeout's SIGKILL
             note = f"\n[sandbox: one-shot command abandoned by the client after {timeout:g}s]"
-            return ExecResult(-1, cap.text() + note, True, time.monotonic() - t0)
+            return ExecResult(-1, cap.text() + note, True, time.monotonic() - t0, cap.total)
         except Exception as e:
             await self._check_alive()
             raise SandboxError("one-shot exec failed", sandbox_id=self.id, cause=e) from e
         duration = time.monotonic() - t0
-        return ExecResult(code, cap.text(), code in (124, 137) and duration >= timeout, duration)
+        timed_out = code in (124, 137) and duration >= timeout
+        if (
+            not 0 <= code < 128 and not timed_out
+        ):  # killed: the sandbox may have died under it (as `exec` says)
+            await self._confirm_alive()
+        return ExecResult(code, cap.text(), timed_out, duration, cap.total)
+
+    async def _confirm_alive(self) -> None:
+        """SandboxDiedError when the container is gone or can no longer start a process (its init has exited and
+        the engine has not yet marked it stopped: a one-shot command can end a moment before its container does)."""
+        await self._check_alive()
+        try:
+            code, _, _ = await asyncio.to_thread(
+                transfer.exec_io, self._client, self.id, ["true"], timeout=30
+            )
+        except Exception as e:
+            await self._check_alive()
+            raise SandboxDiedError(
+                "the sandbox can no longer start a process", sandbox_id=self.id, cause=e
+            ) from e
+        if code != 0:
+            await self._check_alive()
+            raise SandboxDiedError(
+                f"the sandbox can no longer start a process (`true` gave {code})", sandbox_id=self.id
+            )
 
     # --- files ----------------------------------------------------------------------------------------------
     async def read_file(self, path: str) -> bytes:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from sandboxes.base import ExecResult, SandboxDiedError, SandboxError
 from sandboxes.config import LocalSandboxConfig
-from sandboxes.shell import OutputCap, check_env, one_shot_argv
+from sandboxes.shell import ONE_SHOT_DRAIN_S, OutputCap, check_env, check_output_limit, one_shot_argv
 from sandboxes.shellbox import ShellSandbox
 
 
@@ -39,6 +39,21 @@ def kill_session(sid: int) -> None:
                 continue
     with contextlib.suppress(OSError):
         os.killpg(sid, signal.SIGKILL)
+
+
+class _Sink(asyncio.Protocol):
+    """Feeds a one-shot command's output pipe to its OutputCap; `eof` is done when every writer closed it."""
+
+    def __init__(self, cap: OutputCap, loop: asyncio.AbstractEventLoop) -> None:
+        self.cap = cap
+        self.eof: asyncio.Future[None] = loop.create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self.cap.add(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.eof.done():
+            self.eof.set_result(None)
 
 
 class _PipeTransport:
@@ -145,38 +160,51 @@ class LocalSandbox(ShellSandbox):
         timeout: float | None = None,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
+        output_limit: int | None = None,
     ) -> ExecResult:
-        """One-shot mode: a fresh bash in the sandbox directory (no shell state), same timeouts and cap."""
+        """One-shot mode: a fresh bash in the sandbox directory (no shell state), same timeouts; `output_limit`:
+        bytes kept of this command's output (default: the sandbox's cap). As with Docker, what it writes is read
+        until it exits and then for at most ONE_SHOT_DRAIN_S more: a process it left that holds the pipe open
+        (`cmd &`, setsid or not) does not hold the command."""
         if self._closed or not self._started:
             raise SandboxError("sandbox is not running", sandbox_id=self.id)
         timeout = self._check_timeout(timeout)
-        cap, t0 = OutputCap(self.output_limit), time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *one_shot_argv(cmd, timeout, self.kill_grace),
-            cwd=self._path(cwd or "."),
-            env={**os.environ, **self.config.env, **check_env(env)},
-            start_new_session=True,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-
-        async def drain() -> int:
-            assert proc.stdout is not None
-            while chunk := await proc.stdout.read(1 << 20):
-                cap.add(chunk)
-            return await proc.wait()
-
+        cap, t0 = OutputCap(check_output_limit(output_limit, self.output_limit)), time.monotonic()
+        loop = asyncio.get_running_loop()
+        # our own pipe, not asyncio's: on Python 3.11, Process.wait() also waits for its pipes to close
+        r, w = os.pipe()
         try:
-            code = await asyncio.wait_for(drain(), timeout + self.kill_grace + self.client_grace)
-        except asyncio.TimeoutError:
-            kill_session(proc.pid)
-            await proc.wait()
-            return ExecResult(
-                -1, cap.text() + "\n[sandbox: killed by the client]", True, time.monotonic() - t0
+            proc = await asyncio.create_subprocess_exec(
+                *one_shot_argv(cmd, timeout, self.kill_grace),
+                cwd=self._path(cwd or "."),
+                env={**os.environ, **self.config.env, **check_env(env)},
+                start_new_session=True,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=w,
+                stderr=w,
             )
+        except BaseException:
+            os.close(r)
+            raise
+        finally:
+            os.close(w)
+        reader, sink = await loop.connect_read_pipe(lambda: _Sink(cap, loop), os.fdopen(r, "rb", buffering=0))
+        killed = False
+        try:
+            try:
+                code = await asyncio.wait_for(proc.wait(), timeout + self.kill_grace + self.client_grace)
+            except asyncio.TimeoutError:
+                kill_session(proc.pid)
+                await proc.wait()
+                code, killed = -1, True
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(sink.eof), ONE_SHOT_DRAIN_S)
+        finally:
+            reader.close()
         duration = time.monotonic() - t0
-        return ExecResult(code, cap.text(), code in (124, 137) and duration >= timeout, duration)
+        if killed:
+            return ExecResult(-1, cap.text() + "\n[sandbox: killed by the client]", True, duration, cap.total)
+        return ExecResult(code, cap.text(), code in (124, 137) and duration >= timeout, duration, cap.total)
 
     async def _kill_session(self, sid: int, *, runaway: bool) -> None:
         kill_session(sid)

@@ -270,8 +270,9 @@ class PooledSandbox:
         timeout: float | None = None,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
+        output_limit: int | None = None,
     ) -> ExecResult:
-        return await self.inner.exec_once(cmd, timeout=timeout, cwd=cwd, env=env)
+        return await self.inner.exec_once(cmd, timeout=timeout, cwd=cwd, env=env, output_limit=output_limit)
 
     async def read_file(self, path: str) -> bytes:
         return await self.inner.read_file(path)

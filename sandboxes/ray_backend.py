@@ -72,6 +72,22 @@ class SandboxActor:
     ) -> ExecResult:
         return await self.sb.exec(cmd, timeout=timeout, cwd=cwd, env=env)
 
+    async def exec_once(
+        self,
+        cmd: str,
+        timeout: float | None,
+        cwd: str | None,
+        env: dict[str, str] | None,
+        output_limit: int | None,
+    ) -> ExecResult:
+        once = getattr(self.sb, "exec_once", None)
+        if once is None:
+            raise SandboxError(
+                f"the inner backend {type(self.sb).__name__} has no one-shot mode (exec_once)",
+                sandbox_id=self.sb.id,
+            )
+        return await once(cmd, timeout=timeout, cwd=cwd, env=env, output_limit=output_limit)
+
     async def read_file(self, path: str) -> bytes:
         return await self.sb.read_file(path)
 
@@ -182,6 +198,18 @@ class RaySandbox:
         env: dict[str, str] | None = None,
     ) -> ExecResult:
         return await self._call("exec", cmd, timeout, cwd, env)
+
+    async def exec_once(
+        self,
+        cmd: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        output_limit: int | None = None,
+    ) -> ExecResult:
+        """The inner sandbox's one-shot mode (a fresh process, no shell state; Docker and local have it)."""
+        return await self._call("exec_once", cmd, timeout, cwd, env, output_limit)
 
     async def read_file(self, path: str) -> bytes:
         return await self._call("read_file", path)

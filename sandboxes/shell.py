@@ -37,6 +37,20 @@ def check_env(env: dict[str, str] | None) -> dict[str, str]:
     return env
 
 
+def check_output_limit(limit: int | None, default: int) -> int:
+    """A command's own output cap (None: the sandbox's `output_limit`)."""
+    if limit is None:
+        return default
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 64:
+        raise ValueError(f"output_limit: expected a whole number of bytes >= 64, got {limit!r}")
+    return limit
+
+
+# seconds a one-shot command's output is still read after it exited, while a process it left holds the stream open
+# (Docker's own grace for an exec; the local backend keeps the same)
+ONE_SHOT_DRAIN_S = 2.0
+
+
 def init_script(state_dir: str, workdir: str | None, nonce: str) -> bytes:
     """First input of a fresh parent shell: merge stderr, restore the last committed cwd/env, print READY+pid."""
     s = shlex.quote(state_dir)

@@ -148,7 +148,9 @@ class ShellSandbox(abc.ABC):
                 scanner.flush()
                 await self._replace_shell()
                 note = f"\n[sandbox: command killed by the client after {timeout:g}s; shell restarted]"
-                return ExecResult(-1, scanner.cap.text() + note, True, time.monotonic() - t0)
+                return ExecResult(
+                    -1, scanner.cap.text() + note, True, time.monotonic() - t0, scanner.cap.total
+                )
             except (OSError, ConnectionError):
                 seen = False
             except BaseException:  # cancelled mid-command: the shell is still busy, replace it next time
@@ -166,10 +168,10 @@ class ShellSandbox(abc.ABC):
                         "the sandbox shell died and could not be restarted", sandbox_id=self.id, cause=e
                     ) from e
                 note = "\n[sandbox: the shell exited unexpectedly; restarted]"
-                return ExecResult(-1, scanner.cap.text() + note, False, duration)
+                return ExecResult(-1, scanner.cap.text() + note, False, duration, scanner.cap.total)
             code = scanner.exit_code if scanner.exit_code is not None else -1
             timed_out = code in (124, 137) and duration >= timeout
-            return ExecResult(code, scanner.cap.text(), timed_out, duration)
+            return ExecResult(code, scanner.cap.text(), timed_out, duration, scanner.cap.total)
 
     def _check_timeout(self, timeout: float | None) -> float:
         timeout = self.exec_timeout if timeout is None else float(timeout)

@@ -55,9 +55,11 @@ class SyncSandbox:
         timeout: float | None = None,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
+        output_limit: int | None = None,
     ) -> ExecResult:
-        """One-shot mode of backends that have it (Docker, local): a fresh process, no shell state."""
-        return self._run(self.sandbox.exec_once(cmd, timeout=timeout, cwd=cwd, env=env))  # type: ignore[attr-defined]
+        """One-shot mode of backends that have it (Docker, local, ray): a fresh process, no shell state."""
+        once = self.sandbox.exec_once  # type: ignore[attr-defined]
+        return self._run(once(cmd, timeout=timeout, cwd=cwd, env=env, output_limit=output_limit))
 
     def read_file(self, path: str) -> bytes:
         return self._run(self.sandbox.read_file(path))

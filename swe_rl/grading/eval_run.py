@@ -3,8 +3,9 @@
 The graded run is the instance's eval script exactly as swebench's `make_test_spec` writes it
 (swe_rl.tasks.eval_script.official_script), plus only what reads its result reliably (swe_rl.integrity.guard: the
 exit-code file, and for a pytest run pytest's junit record, exported just before the test output starts). The
-probe run (swe_rl.integrity.probe) runs the same script with its own exports instead. Both are read back whole from
-a file with a fresh name (swe_rl.tasks.eval_script.run_script).
+probe run (swe_rl.integrity.probe) runs the same script with its own exports instead. Both run as the official
+harness runs it, in a fresh exec whose output stream is the log (swe_rl.tasks.eval_script.run_script): what the tests
+printed cannot be rewritten once printed.
 """
 
 from __future__ import annotations

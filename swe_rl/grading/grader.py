@@ -55,7 +55,6 @@ from swe_rl.integrity import guard
 from swe_rl.integrity.log_rules import log_violations
 from swe_rl.integrity.probe import Probe, run_probe
 from swe_rl.tasks.eval_script import (
-    EVAL_OUTPUT,
     WORKDIR,
     Interrupted,
     Tampered,
@@ -69,7 +68,6 @@ from swe_rl.tasks.validation import graded_summary, graded_task, validation_of
 
 # what callers import from here (the graded run lives in swe_rl.grading.eval_run, the eval script in swe_rl.tasks.eval_script)
 __all__ = [
-    "EVAL_OUTPUT",
     "EVAL_TIMEOUT",
     "TRANSIENT_FAILURES",
     "WORKDIR",

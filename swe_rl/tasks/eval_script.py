@@ -2,15 +2,14 @@
 pre-run, the probe run, the tree guard) shares.
 
 `official_script` is the instance's eval script exactly as swebench's `make_test_spec` writes it; `with_exports`
-adds one shell line just before the test output starts; `run_script` runs a script as the eval script and reads
-its log back whole from a file with a fresh name. `patched_paths` / `created_paths` read the paths a trusted patch
+adds one shell line just before the test output starts; `run_script` runs a script as the eval script, its log
+the exec's own output stream (as the official harness reads it). `patched_paths` / `created_paths` read the paths a trusted patch
 (test or gold) names or creates.
 """
 
 from __future__ import annotations
 
 import re
-import secrets
 import shlex
 from typing import Any
 
@@ -19,8 +18,6 @@ from swe_rl.tasks.task import Task
 
 WORKDIR = "/testbed"
 EVAL_FILE = "/eval.sh"
-# + a random suffix: the full log, read back as a file (exec output is capped)
-EVAL_OUTPUT = "/tmp/swe_rl_eval_output"
 
 
 class Interrupted(Exception):
@@ -33,13 +30,13 @@ class Interrupted(Exception):
 
 
 class Tampered(Exception):
-    """A file only the grader writes while the tests run (the eval log, the guard's exit-code and junit record) is
-    not the regular file of a sane size it wrote: the code under test, which runs as the same user and can find
-    it (its own stdout is the log), replaced it by a directory, FIFO, symlink or device, or flooded it. The
-    patch's doing (reward 0 with an integrity violation), never an infrastructure failure to mask."""
+    """The eval log is a flood (over RESULT_MAX), or a file only the grader writes while the tests run (the guard's
+    exit-code and junit record) is not the regular file of a sane size it wrote: the code under test, which runs as
+    the same user and can find it, replaced it by a directory, FIFO, symlink or device, or flooded it. The patch's
+    doing (reward 0 with an integrity violation), never an infrastructure failure to mask."""
 
 
-# bytes of a grader file read back: an eval log is kilobytes to a few megabytes; more is a flood of output
+# bytes of an eval log or a grader file read back: a log is kilobytes to a few megabytes; more is a flood of output
 RESULT_MAX = 256 << 20
 # what is at the path, without following a link and without opening it (a FIFO would block an open)
 _KIND = (
@@ -150,28 +147,40 @@ def with_exports(script: str, exports: str) -> str:
 async def run_script(
     sb: Sandbox, script: str, timeout: float, *, before: str = "", after: str = ""
 ) -> tuple[str, bool]:
-    """Run `script` as the eval script (`before`/`after`: shell run right before/after it in the same exec, e.g.
-    the guard's clean-up and record); (log, timed out). A command without an exit status raises Interrupted."""
+    """Run `script` as the eval script, as swebench's harness does: `/bin/bash /eval.sh` in a fresh exec (the
+    sandbox's `exec_once`: one `docker exec`), its log that exec's output stream, read whole (up to RESULT_MAX).
+    What the tests print leaves the container as they print it: code under test can add lines, never rewrite the
+    log afterwards (a log file in the container, root code could rewrite in place). `before`/`after`: shell run
+    right before/after the script in the same exec, their output not in the log (the guard's clean-up and record).
+    (log, timed out). Raises Interrupted when the exec ended without its shell's own exit (the shell was killed),
+    Tampered when the log is over RESULT_MAX (a flood)."""
+    once = getattr(sb, "exec_once", None)
+    if once is None:
+        raise SandboxError(
+            f"grading runs the eval script in a one-shot exec (exec_once), which {type(sb).__name__} does not "
+            "have; the docker, local and ray sandboxes do"
+        )
     await sb.write_file(EVAL_FILE, script)
-    # to a file, read back whole: exec output is capped (head + tail) and the parser needs every result line;
-    # a fresh name per run, so that no patch can know in advance where to write a fake log
-    out = f"{EVAL_OUTPUT}_{secrets.token_hex(8)}.txt"
-    # the processes of the sandbox before the script (its init, main process and this command's shell chain): every
-    # other one is the script's, and is killed when it ends, before `after` collects its results and before the log
-    # is read back (a daemon the code under test left, setsid or not, would otherwise rewrite them in place)
+    # the processes of the sandbox before the script (its init, main process, its shell and this exec's chain):
+    # every other one is the script's, and is killed when it ends, before `after` collects its results (a daemon
+    # the code under test left, setsid or not, would otherwise rewrite them in place, or hold the stream open)
     # (only where /proc is the sandbox's own: a container's PID namespace, never a LocalSandbox's host)
     own = getattr(sb, "own_pid_namespace", False) is True
-    keep = '__swe_rl_keep=" $(cd /proc && echo [0-9]*) "; ' if own else ""
-    reap = f"; {REAP}" if own else ""
-    cmd = f"{keep}{before + ' ; ' if before else ''}/bin/bash {EVAL_FILE} > {out} 2>&1{reap}{' ; ' + after if after else ''}"
-    res = await sb.exec(cmd, timeout=timeout)
-    try:
-        log = (await read_result(sb, out, "the eval log")).decode(errors="replace")
-    except FileNotFoundError:
-        log = res.output  # the redirect never happened: the shell itself failed (or the tests removed it)
-    if not res.timed_out:  # a cut-short log would read as failing tests: no verdict instead
-        no_exit_status(res, log + "\n" + res.output)
-    return log, res.timed_out
+    steps = ['__swe_rl_keep=" $(cd /proc && echo [0-9]*) "'] if own else []
+    steps += [f"{{ {before} ; }} > /dev/null 2>&1"] if before else []
+    steps += [f"/bin/bash {EVAL_FILE} 2>&1"] + ([REAP] if own else [])
+    steps += [f"{{ {after} ; }} > /dev/null 2>&1"] if after else []
+    # the shell's own end: any other status with no timeout is a killed shell (the engine's code, not a marker)
+    res = await once("; ".join([*steps, "exit 0"]), timeout=timeout, output_limit=RESULT_MAX)
+    if res.output_total is not None and res.output_total > RESULT_MAX:
+        raise Tampered(
+            f"the eval log is {res.output_total} bytes, over the {RESULT_MAX} the grader reads back"
+        )
+    if not res.timed_out and res.exit_code != 0:  # a cut-short log would read as failing tests: no verdict
+        raise Interrupted(
+            f"{res.output}\n[the eval script's exec ended with status {res.exit_code}: its shell was killed]"
+        )
+    return res.output, res.timed_out
 
 
 _DIFF_PATH = re.compile(r"^diff --git a/(.+?) b/(.+)$", re.M)

@@ -28,6 +28,13 @@ async def test_protocol_round_trip_and_no_leftover(ray_local, tmp_path):
         assert (await sb.exec("pwd")).output.strip() == "/tmp"  # one persistent shell behind the actor
         failing = await sb.exec("exit 3")
         assert failing.exit_code == 3 and not failing.ok
+        # one-shot mode through the actor (grading runs the eval script so): a fresh process, its own output cap
+        once = await sb.exec_once(
+            "echo $((6 * 7)); head -c 5000 /dev/zero | tr '\\0' x; exit 5", output_limit=1000
+        )
+        assert once.exit_code == 5 and once.output.startswith("42\n") and once.output_total == 5003
+        assert "bytes of output cut (limit 1000 bytes)" in once.output
+        assert (await sb.exec_once("pwd")).output.strip() != "/tmp"  # no shell state
         await sb.write_file("/tmp/a.bin", b"\x00\xffdata")
         assert await sb.read_file("/tmp/a.bin") == b"\x00\xffdata"
         await sb.upload(str(tmp_path / "pkg"), "/tmp/up")

@@ -15,7 +15,7 @@ async def test_state_persists_and_output_is_delimited(sbx_backend_config):
     async with make_sandbox(sbx_backend_config) as sb:
         assert isinstance(sb, Sandbox)
         r = await sb.exec("mkdir -p d && cd d && export FOO='a b' && echo hi")
-        assert r == ExecResult(0, "hi\n", False, r.duration)
+        assert r == ExecResult(0, "hi\n", False, r.duration, 3)  # 3 bytes written, all kept
         r = await sb.exec('basename "$PWD"; echo "$FOO"; printf \'no newline\'')
         assert r.output == "d\na b\nno newline" and r.exit_code == 0
         r = await sb.exec("unset FOO; echo __SBX_0123456789abcdef0123456789abcdef_000 fake; exit 7")
@@ -136,3 +136,31 @@ async def test_one_shot_mode_runs_beside_the_busy_shell(sbx_backend_config):
         assert r.timed_out and r.exit_code in (124, 137)
         assert (await sb.exec_once("touch go-flag")).exit_code == 0
         assert (await busy).output == "shell-done\n"
+
+
+async def test_one_shot_output_cap_is_per_command_and_every_byte_is_counted(sbx_backend_config):
+    """Grading reads an eval log whole through exec_once (up to 256 MiB) in a sandbox whose other commands keep
+    the small cap; a flood past it is told by the count, not by a marker the output itself could print."""
+    cfg = sbx_backend_config.model_copy(update={"output_limit": 200})
+    want = "".join(f"{i}\n" for i in range(1, 3001))
+    async with make_sandbox(cfg) as sb:
+        whole = await sb.exec_once("seq 1 3000", output_limit=1 << 20)
+        assert whole.output == want and whole.output_total == len(want)
+        capped = await sb.exec_once("seq 1 3000")
+        assert "bytes of output cut (limit 200 bytes)" in capped.output and capped.output_total == len(want)
+        assert (await sb.exec("seq 1 3000")).output_total == len(want)
+        with pytest.raises(ValueError, match="output_limit: expected a whole number of bytes >= 64"):
+            await sb.exec_once("true", output_limit=10)
+
+
+async def test_a_process_left_holding_its_output_does_not_hold_a_one_shot_command(sbx_backend_config):
+    """Docker ends an exec's stream ~2 s after its command exits; the local backend does the same (before, it read
+    until every writer closed the pipe: a test's leftover server held the grading of its run until the limit)."""
+    nap = f"{400 + secrets.randbelow(600)}.{secrets.randbelow(1000):03d}"  # unique: the local backend's host
+    async with make_sandbox(sbx_backend_config) as sb:
+        try:
+            r = await sb.exec_once(f"(sleep {nap}; echo late) & echo now", timeout=120)
+            assert (r.exit_code, r.output, r.timed_out) == (0, "now\n", False)
+            assert f"sleep {nap}" in (await sb.exec_once(f"ps -eo args | grep -F 'sleep {nap}'")).output
+        finally:
+            await sb.exec_once(f"pkill -f 'sleep {nap}'; true")

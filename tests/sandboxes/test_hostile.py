@@ -137,6 +137,24 @@ async def test_container_killed_from_outside_raises(sbx_cfg, sbx_docker_client):
         assert info.value.sandbox_id == sb.id
 
 
+async def test_a_one_shot_command_that_kills_its_sandbox_raises_and_one_that_kills_its_shell_does_not(
+    sbx_cfg,
+):
+    """exec_once's code is the engine's: 137 when its shell was killed. Where every process of the sandbox was
+    killed (its main process too), it is SandboxDiedError, as for `exec`, even when the command's end reaches the
+    client a moment before the container's (grading tells a killed sandbox from a killed shell by this)."""
+    kill_all = (
+        "for p in /proc/[0-9]*; do [ ${p#/proc/} = $$ ] || kill -9 ${p#/proc/} 2>/dev/null; done; kill -9 $$"
+    )
+    async with make_sandbox(sbx_cfg()) as sb:
+        r = await sb.exec_once("kill -9 $$; echo not-here")
+        assert (r.exit_code, r.output, r.timed_out) == (137, "", False)
+        assert (await sb.exec_once("echo alive")).output == "alive\n"
+        with pytest.raises(SandboxDiedError) as info:
+            await sb.exec_once(kill_all)
+        assert info.value.sandbox_id == sb.id
+
+
 def _serve_once(server: socket.socket, hits: list[str]) -> None:
     server.settimeout(5)
     try:

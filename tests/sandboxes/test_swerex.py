@@ -222,7 +222,7 @@ async def test_runtime_on_a_sandbox_the_caller_owns():
 
 
 class _ProtocolOnly:
-    """A real sandbox seen through the Sandbox protocol alone (no exec_once), as the Ray backend is."""
+    """A real sandbox seen through the Sandbox protocol alone (no exec_once), as a third-party backend may be."""
 
     def __init__(self, sb) -> None:
         self._sb, self.id = sb, sb.id

@@ -116,8 +116,8 @@ async def test_generated_tasks_grade_with_the_same_path():
 
 
 class _LosesEvalLog:
-    """A real Docker sandbox whose read-back of the eval script's log comes back empty, as Docker's exec stream did
-    under load (issue 27; a named fault injection: the loss cannot be induced on demand)."""
+    """A real Docker sandbox whose eval script's output stream comes back empty, as Docker's exec stream did under
+    load (issue 27; a named fault injection: the loss cannot be induced on demand)."""
 
     def __init__(self, inner):
         self.inner = inner
@@ -132,10 +132,13 @@ class _LosesEvalLog:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    async def read_file(self, path: str) -> bytes:
-        from swe_rl.grading.grader import EVAL_OUTPUT
+    async def exec_once(self, cmd: str, **kw):
+        import dataclasses
 
-        return b"" if path.startswith(EVAL_OUTPUT) else await self.inner.read_file(path)
+        from swe_rl.tasks.eval_script import EVAL_FILE
+
+        res = await self.inner.exec_once(cmd, **kw)
+        return dataclasses.replace(res, output="", output_total=0) if f"/bin/bash {EVAL_FILE}" in cmd else res
 
 
 @pytest.mark.docker
@@ -169,12 +172,13 @@ async def test_a_lost_eval_log_is_graded_again_and_never_resolves(tasks_micro_im
     ]
 
 
-# Prepended to the test command: SIGKILL the sandbox's persistent shell (the `bash --noprofile --norc` that runs
-# every exec) while the eval script is running under it, when the sandbox was made with the variable set.
+# Prepended to the test command: SIGKILL the shell that runs the eval script (the one-shot exec's `bash --noprofile
+# --norc -c ...`, the eval script's parent) while the script runs under it, when the sandbox was made with the
+# variable set.
 KILL_SHELL = (
-    'if [ "${SWE_RL_TEST_KILL_SHELL:-}" = 1 ]; then for p in /proc/[0-9]*; do '
-    '[ "$(tr "\\0" " " < "$p/cmdline" 2>/dev/null)" = "bash --noprofile --norc " ] && kill -9 "${p#/proc/}"; '
-    "done; sleep 5; fi; "
+    'if [ "${SWE_RL_TEST_KILL_SHELL:-}" = 1 ]; then '
+    '[ "$(tr "\\0" " " < /proc/$PPID/cmdline | cut -c1-27)" = "bash --noprofile --norc -c " ] && kill -9 $PPID; '
+    "sleep 5; fi; "
 )
 
 
