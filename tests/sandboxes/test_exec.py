@@ -161,6 +161,7 @@ async def test_a_process_left_holding_its_output_does_not_hold_a_one_shot_comman
         try:
             r = await sb.exec_once(f"(sleep {nap}; echo late) & echo now", timeout=120)
             assert (r.exit_code, r.output, r.timed_out) == (0, "now\n", False)
-            assert f"sleep {nap}" in (await sb.exec_once(f"ps -eo args | grep -F 'sleep {nap}'")).output
+            # whole lines: grep's own (`grep -cx sleep N`) never counts
+            assert (await sb.exec_once(f"ps -eo args= | grep -cx 'sleep {nap}'")).output == "1\n"
         finally:
             await sb.exec_once(f"pkill -f 'sleep {nap}'; true")

@@ -35,7 +35,7 @@ ls -A /work /root /tmp /dev/shm; ls /dev/leftover 2>&1 | head -1
 grep -c eve /etc/passwd; test -f /etc/motd && echo motd-back; stat -c %a /opt /usr/bin/env
 ls -R /usr/share/doc/bash /var/lib/apt | md5sum
 ipcs -m | grep -c 0x || true
-ps -eo args= | grep -c 'sleep 3000' || true
+ps -eo args= | grep -cx 'sleep 3000' || true  # whole lines: never grep's own
 """
 
 
