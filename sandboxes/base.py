@@ -17,9 +17,7 @@ class ExecResult:
     output: str  # stdout and stderr interleaved, decoded with errors="replace", capped (head + marker + tail)
     timed_out: bool = False  # True when the command hit its timeout (inside or client-side)
     duration: float = 0.0  # seconds, wall clock as seen by the client
-    output_total: int | None = (
-        None  # bytes the command wrote, before the cap (None: the backend did not count)
-    )
+    output_total: int | None = None  # bytes the command wrote, before the cap (None: not counted)
 
     @property
     def ok(self) -> bool:

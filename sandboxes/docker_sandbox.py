@@ -336,9 +336,8 @@ class DockerSandbox(ShellSandbox):
             raise SandboxError("one-shot exec failed", sandbox_id=self.id, cause=e) from e
         duration = time.monotonic() - t0
         timed_out = code in (124, 137) and duration >= timeout
-        if (
-            not 0 <= code < 128 and not timed_out
-        ):  # killed: the sandbox may have died under it (as `exec` says)
+        # killed by a signal: the sandbox may have died under it (SandboxDiedError, as `exec` says)
+        if not 0 <= code < 128 and not timed_out:
             await self._confirm_alive()
         return ExecResult(code, cap.text(), timed_out, duration, cap.total)
 

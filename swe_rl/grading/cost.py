@@ -8,7 +8,7 @@ Phases (wall-clock seconds, exclusive: a nested phase's time is not counted in t
 - `test_run`: the graded run (the official eval script; twice when the junit record was dropped);
 - `integrity`: swebench's report on the log and the log guards (host side);
 - `probe`: the probe run of a result that would be resolved (swe_rl.integrity.probe);
-- `copy_back`: files read back out of the sandbox (the guard's records; a log is the exec's stream), whichever phase asked;
+- `copy_back`: files read back out of the sandbox (the guard's records: a log is the exec's stream), any phase's;
 - `close`: the sandbox stopped and removed.
 `total` is the grading's wall clock (all attempts: a transient failure graded again adds to the same phases).
 """
