@@ -101,10 +101,12 @@ steps = [r for r in rows if "loss" in r or "reward_mean" in r]
 for r in steps:
     get = lambda k: float("nan") if r.get(k) is None else float(r[k])  # noqa: E731
     print(f"train step {r['step']}: reward_mean {get('reward_mean'):.3f}, loss {get('loss'):.4f}, "
-          f"rollout {get('time_rollout_s'):.1f} s, update {get('time_train_s'):.2f} s, "
-          f"policy tokens {get('policy_tokens'):.0f}")
+          f"scored {get('valid_frac'):.0%} of the episodes, rollout {get('time_rollout_s'):.1f} s, "
+          f"update {get('time_train_s'):.2f} s, policy tokens {get('policy_tokens'):.0f}")
 if sum(1 for r in steps if "time_train_s" in r) < 2:
     sys.exit("train: fewer than two RL steps in metrics.jsonl")
+if any(not r.get("valid_frac") or not r.get("policy_tokens") for r in steps):  # a step that learned nothing
+    sys.exit("train: a step with no scored episode or no policy token (see train.log and the trajectories)")
 PYEOF
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 else

@@ -70,6 +70,9 @@ def collate(trajs: list[Trajectory], pad_id: int, max_len: int | None = None) ->
     length = max(len(t.token_ids) for t in trajs)
     if max_len is not None:
         length = min(length, max_len)
+    # at least one column: a step whose every episode failed before its first token (an infrastructure error)
+    # still makes a batch, of padding with no policy token
+    length = max(length, 1)
     b = len(trajs)
     ids = torch.full((b, length), pad_id, dtype=torch.long)
     attn = torch.zeros((b, length), dtype=torch.long)

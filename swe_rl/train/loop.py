@@ -47,6 +47,22 @@ class Rollouter(Protocol):
     def rollout(self, tasks: list[Task], n: int, seed: int) -> list[Trajectory]: ...
 
 
+class UnscoredSteps(RuntimeError):
+    """`rollout.max_unscored_steps` RL steps in a row in which no episode could be scored: the run stops (its
+    checkpoints, metrics and episode records so far stay; `--resume` continues from the newest checkpoint)."""
+
+
+def why_unscored(trajs: Sequence[Trajectory]) -> str:
+    """What ended a step's unscored episodes: failure kinds with counts, then the first error's last line."""
+    kinds = Counter(
+        t.metrics.get("infra_failure") or (t.metrics.get("grading") or {}).get("failure") or "no reward"
+        for t in trajs
+    )
+    text = ", ".join(f"{k} {v} of {len(trajs)}" for k, v in kinds.most_common())
+    first = next((t.error for t in trajs if t.error and t.error.strip()), None)
+    return f"{text}; the first error: {first.strip().splitlines()[-1]}" if first else text
+
+
 TaskSampler = Callable[[list[Task], int, random.Random], list[Task]]
 Evaluator = Callable[[int], dict[str, float]]  # step -> held-out metrics
 
@@ -97,6 +113,8 @@ def train(
         run.log_metrics(0, {f"eval/{k}": v for k, v in evaluate(0).items()})
     n = cfg.rollout.n_samples
     done_here = 0
+    unscored = 0  # steps in a row in which no episode could be scored
+    save_due = False
     while state.step < cfg.steps and (stop_after is None or done_here < stop_after):
         step = state.step + 1
         seed = step_seed(cfg.seed, step)
@@ -115,6 +133,7 @@ def train(
             [t.reward if t.reward is not None else 0.0 for t in trajs], dtype=torch.float32, device=device
         )
         valid = torch.tensor([t.reward is not None for t in trajs], device=device)
+        unscored = 0 if bool(valid.any()) else unscored + 1
         group_ids = torch.arange(len(batch_tasks), device=device).repeat_interleave(n)
         exits = [t.exit_status or "unknown" for t in trajs]
         check_rollout_logprobs(algo, trajs)
@@ -219,7 +238,19 @@ def train(
                 if isinstance(v, (int, float)):
                     writer.add_scalar(k, v, step)
         _write_trajectories(run, step, trajs[: cfg.log_trajectories])
-        if (cfg.save_every and step % cfg.save_every == 0) or step == cfg.steps:
+        limit = cfg.rollout.max_unscored_steps
+        if limit and unscored >= limit:  # before a checkpoint: a resumed run does these steps again
+            raise UnscoredSteps(
+                f"rollout.max_unscored_steps: no episode could be scored in {unscored} RL steps in a row "
+                f"(steps {step - unscored + 1}-{step}), so the run stops. Step {step}: {why_unscored(trajs)}. "
+                f"Metrics and episode records so far are in {run.root}; `--resume` continues from the newest "
+                "checkpoint"
+            )
+        # an unscored step learned nothing: its due checkpoint waits for the next step that did (a resumed run
+        # repeats the failed steps), except the last step's
+        save_due = save_due or bool(cfg.save_every and step % cfg.save_every == 0)
+        if (save_due and not unscored) or step == cfg.steps:
+            save_due = False
             save_checkpoint(run.checkpoints, model, opt, state, tokenizer)
             prune(run.checkpoints, cfg.keep_checkpoints)
     if writer is not None:
@@ -277,7 +308,10 @@ def _write_trajectories(run: RunDir, step: int, trajs: Sequence[Trajectory]) -> 
     with (run.trajectories / f"step_{step:06d}.jsonl").open("w") as f:
         for t in trajs:
             rec = {"task_id": t.task_id, "reward": t.reward, "exit": t.exit_status, "messages": t.messages}
-            f.write(json.dumps({**rec, "grading": t.metrics.get("grading")}) + "\n")
+            rec["grading"] = t.metrics.get("grading")
+            if t.error:  # an infrastructure error's traceback
+                rec["error"] = t.error
+            f.write(json.dumps(rec) + "\n")
 
 
 def _tensorboard(run: RunDir) -> Any:

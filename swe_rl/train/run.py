@@ -93,6 +93,7 @@ def generated_env(cfg: TrainConfig, model: Any, tok: Any, progress: Any = None) 
     agent_cfg = demo_agent_config(prompts_dir(), max_new_tokens=r.max_new_tokens, max_steps=r.max_turns,
                                   temperature=r.temperature)  # fmt: skip
     slots = SandboxSlots(r.slots, cfg.sandbox)
+    slots.run(slots.start())  # on the loop every rollout runs on: a slot that cannot start stops us here
     tally = EpisodeTally()  # finished and resolved episodes of the running rollout call, for the bars
     grader, counted = CountingGrader(slots, tally=tally), cast(SandboxSlots, CountingSlots(slots, tally))
     rollouter: Any

@@ -105,6 +105,7 @@ def load_or_make_transcripts(cfg: SFTConfig, path: Path, progress: Any = None) -
 
         async def play() -> None:
             try:
+                await slots.start()  # SlotsUnavailable now, rather than every expert episode an error
                 for i in range(0, len(todo), 64):
                     chunk = todo[i : i + 64]
                     trajs = await expert_trajectories(chunk, build_tokenizer(), agent_cfg, slots, flawed)

@@ -3,6 +3,7 @@ optimizer budget whatever the advantages, AEM diagnostics per step, and the off-
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -109,3 +110,61 @@ def test_off_policy_correction_acts_on_a_sampler_trainer_mismatch(train_toy_setu
         train_toy_setup, "is_off", lambda mod, tok: ToyRollouter(mod, tok, temperature=1.6), algo=algo
     )
     assert off["is/changed_frac"] > 0.05 and off["rollout_lp_gap"] > 0.01
+
+
+class BrokenSandboxToy(ToyRollouter):
+    """Every episode ends in an infrastructure error before its first token (what a sandbox that cannot reset its
+    repo gives: the local backend run by a user who cannot write the host's /testbed), at the calls `fail` picks."""
+
+    def __init__(self, *args, fail=lambda call: True, **kw):
+        super().__init__(*args, **kw)
+        self.calls, self.fail = 0, fail
+
+    def rollout(self, tasks, n, seed):
+        from swe_rl.rollout.episode import error_trajectory
+
+        self.calls += 1
+        if not self.fail(self.calls):
+            return super().rollout(tasks, n, seed)
+        err = "Traceback (most recent call last):\nsandboxes.base.SandboxError: repo reset failed: Permission denied"
+        return [
+            error_trajectory(t.instance_id, i, err, infra_failure="sandbox_error")
+            for t in tasks
+            for i in range(n)
+        ]
+
+
+def test_steps_whose_every_episode_failed_update_nothing_then_stop_the_run_with_the_failure(train_toy_setup):
+    # Found by running the local backend as a non-root user: every episode failed its repo reset and the step
+    # crashed in collate (IndexError: a batch of zero columns), with no word of the cause.
+    from swe_rl.train.loop import UnscoredSteps
+
+    cfg, run, model, tok, _roll, tasks = train_toy_setup(
+        "broken", steps=6, save_every=1, log_trajectories=2, **SMALL, **{"rollout.max_unscored_steps": 2}
+    )
+    roll = BrokenSandboxToy(model, tok, fail=lambda call: call >= 2)
+    with pytest.raises(UnscoredSteps) as err:
+        train(cfg, run, model, tok, roll, tasks, sample_tasks=toy_sampler)
+    msg = str(err.value)
+    assert "rollout.max_unscored_steps" in msg and "2 RL steps in a row (steps 2-3)" in msg, msg
+    assert "sandbox_error 16 of 16" in msg and "repo reset failed: Permission denied" in msg, msg
+    rows = run.read_metrics()
+    assert [r["step"] for r in rows] == [1, 2, 3]  # the failed steps are logged, nothing after them
+    assert rows[1]["valid_frac"] == 0 and rows[1]["policy_tokens"] == 0 and rows[1]["exit/error"] == 16
+    # the checkpoint of the last step that learned is the newest: a resumed run does the failed steps again
+    from swe_rl.train.checkpoint import latest
+
+    assert latest(run.checkpoints).name.endswith("1"), sorted(p.name for p in run.checkpoints.iterdir())
+    rec = [json.loads(x) for x in (run.trajectories / "step_000003.jsonl").read_text().splitlines()]
+    assert "Permission denied" in rec[0]["error"]
+
+
+def test_one_unscored_step_under_the_limit_is_skipped_and_training_goes_on(train_toy_setup):
+    cfg, run, model, tok, _roll, tasks = train_toy_setup("blip", steps=3, **SMALL)
+    roll = BrokenSandboxToy(model, tok, fail=lambda call: call == 2)  # a transient outage
+    before = [p.detach().clone() for p in model.parameters()]
+    train(cfg, run, model, tok, roll, tasks, sample_tasks=toy_sampler)
+    rows = run.read_metrics()
+    assert [r["step"] for r in rows] == [1, 2, 3] and rows[1]["valid_frac"] == 0, rows
+    assert rows[2]["valid_frac"] == 1 and rows[2]["policy_tokens"] > 0
+    assert any(bool((a != b).any()) for a, b in zip(before, model.parameters(), strict=True))
