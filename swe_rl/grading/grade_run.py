@@ -45,11 +45,17 @@ def load_predictions(path: str, tasks: list[Task]) -> dict[str, dict[str, Any]]:
         raise ValueError(f"predictions {path}: {e}") from e
     out = {}
     for i, p in enumerate(preds):
+        iid = p.get("instance_id") if isinstance(p, dict) else None
+        if not isinstance(iid, str) or not iid:
+            raise ValueError(f"predictions {path}: row {i}: field 'instance_id': expected a non-empty string")
         if "model_patch" not in p:
+            raise ValueError(f"predictions {path}: row {i} ({iid}): field 'model_patch': missing")
+        if p["model_patch"] is not None and not isinstance(p["model_patch"], str):
+            got = type(p["model_patch"]).__name__
             raise ValueError(
-                f"predictions {path}: row {i} ({p['instance_id']}): field 'model_patch': missing"
+                f"predictions {path}: row {i} ({iid}): field 'model_patch': expected a diff (string) or null, got {got}"
             )
-        out[p["instance_id"]] = p
+        out[iid] = p
     unknown = sorted(set(out) - {t.instance_id for t in tasks})
     if unknown:
         raise ValueError(

@@ -104,6 +104,15 @@ def test_cli_list_show_and_bad_predictions(tmp_path):
     preds.write_text(json.dumps({"instance_id": "unknown__x-1", "model_patch": ""}) + "\n")
     bad = runner.invoke(app, ["grade", "--predictions", str(preds), "--out", str(tmp_path / "o")])
     assert bad.exit_code == 2 and "not in the task source" in bad.output
+    # a patch that is not text is one error naming the row and the field (it was a TypeError after grading began)
+    preds.write_text(json.dumps({"instance_id": "swe-rl-micro__textkit-2", "model_patch": 5}) + "\n")
+    typed = runner.invoke(app, ["grade", "--predictions", str(preds), "--out", str(tmp_path / "o")])
+    assert typed.exit_code == 2, typed.output
+    assert (
+        "row 0 (swe-rl-micro__textkit-2): field 'model_patch': expected a diff (string) or null, got int"
+        in (typed.output)
+    )
+    assert not (tmp_path / "o" / "swe-rl-micro__textkit-2").exists()
 
 
 def test_duplicate_ids_are_an_error(tasks_micro, tmp_path, tasks_write_jsonl):
