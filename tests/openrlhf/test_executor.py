@@ -170,6 +170,58 @@ async def test_infrastructure_failure_is_a_zero_advantage_sample(orl_process_res
     assert engine.calls == []
 
 
+async def test_an_engine_whose_samples_all_fail_stops_the_run_with_the_failure(tiny_tokenizer):
+    # every sample an infrastructure error (no engine for sandboxes): zero-advantage samples for ever, before
+    from swe_rl.tasks.task import Task
+    from swe_rl.train.openrlhf.executor import EngineFailures
+
+    class BrokenSandboxFactory:
+        def __call__(self, task):
+            raise ConnectionError("docker engine unreachable")
+
+    ex = AgentExecutor(
+        AgentConfig(max_failed_in_a_row=3), sandbox_factory=BrokenSandboxFactory(), reward_fn=None
+    )
+    row = task_to_row(Task(instance_id="x__y-1", image="swe-rl/none:x"))
+    engine = FakeVLLMEngine(policy=None)
+    args = (FakeVLLMSamplingParams(), MAX_LEN, tiny_tokenizer, engine)
+    first = await ex.execute(row["prompt"], row["label"], *args)
+    second = await ex.execute(row["prompt"], "not a task", *args)  # fails in execute itself (no such task)
+    assert first["extra_logs"][VALID_KEY] == second["extra_logs"][VALID_KEY] == 0.0
+    with pytest.raises(EngineFailures) as err:
+        await ex.execute(row["prompt"], row["label"], *args)
+    msg = str(err.value)
+    assert "the last 3 samples of this vLLM engine" in msg and "agent.max_failed_in_a_row: 3" in msg, msg
+    assert "episode_error 3" in msg and "ConnectionError: docker engine unreachable" in msg, msg
+
+
+@pytest.mark.docker
+async def test_a_sample_that_ran_resets_the_engines_failure_count(orl_micro_task, tiny_tokenizer):
+    from swe_rl.policy.hf import HFLocalPolicy
+    from swe_rl.policy.tiny import build_tiny_model
+    from swe_rl.rollout.context import task_sandbox_factory
+
+    real = task_sandbox_factory({"backend": "docker"})
+    calls = []
+
+    def flaky(task):  # the engine refuses every other container
+        calls.append(task.instance_id)
+        if len(calls) % 2:
+            raise ConnectionError("docker engine unreachable")
+        return real(task)
+
+    engine = FakeVLLMEngine(HFLocalPolicy(build_tiny_model(tiny_tokenizer, arch="qwen2"), tiny_tokenizer))
+    cfg = AgentConfig(max_steps=1, max_failed_in_a_row=2, loop={"max_new_tokens": 4, "max_format_errors": 1})
+    ex = AgentExecutor(cfg, sandbox_factory=flaky, reward_fn=None)
+    row = task_to_row(orl_micro_task)
+    valid = []
+    for _ in range(5):  # fail, ran, fail, ran, fail: never 2 failures in a row
+        resp = await ex.execute(row["prompt"], row["label"], FakeVLLMSamplingParams(), MAX_LEN, tiny_tokenizer,
+                                engine)  # fmt: skip
+        valid.append(resp["extra_logs"]["swe_rl_turns"] > 0)
+    assert valid == [False, True, False, True, False] and len(calls) == 5
+
+
 def test_rollout_side_modules_import_no_gpu_stack():
     """What the vLLM engine actors load (agent_func.py → executor) and the seam modules import none of DeepSpeed,
     vLLM, flash-attn or peft: no code of ours runs in every Ray worker before Ray sets CUDA_VISIBLE_DEVICES."""

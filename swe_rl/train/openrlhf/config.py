@@ -151,6 +151,10 @@ class AgentConfig(StrictModel):
     grade_timeout_s: float = Field(default=1800.0, gt=0)
     grade_timeout_gold_factor: float | None = Field(default=None, ge=5.0)
     loop: dict[str, Any] = {}  # more swe_rl.agent AgentConfig fields (action_format, max_new_tokens, ...)
+    # samples in a row of one vLLM engine that ended in an infrastructure error (no sandbox, no grading) before the
+    # engine stops the run with the failure kinds and the first error (0 = never: every such sample trains as a
+    # zero-advantage one, for ever)
+    max_failed_in_a_row: int = Field(default=256, ge=0)
 
     @model_validator(mode="after")
     def _loop_keys(self) -> AgentConfig:

@@ -18,6 +18,7 @@ truncated: `truncated` comes from our trajectory, where context_limit / max_step
 from __future__ import annotations
 
 import asyncio
+import collections
 import copy
 import itertools
 import json
@@ -173,6 +174,12 @@ def trajectory_to_response(
     }
 
 
+class EngineFailures(RuntimeError):
+    """`agent.max_failed_in_a_row` samples of one engine in a row ended in an infrastructure error: raised from
+    `execute`, it fails the engine's `generate_responses` call and so the training step (a run that cannot score a
+    sample stops instead of training on zero advantages for hours)."""
+
+
 class AgentExecutor(MultiTurnAgentExecutor):
     """What OpenRLHF instantiates (no arguments) from `--train.agent_func_path`."""
 
@@ -204,6 +211,28 @@ class AgentExecutor(MultiTurnAgentExecutor):
         self.reward_fn = DedupGrader(reward_fn, max_entries=DEDUP_ENTRIES) if reward_fn is not None else None
         self._sem: asyncio.Semaphore | None = None  # created inside vLLM's running loop on first use
         self._sample_ids = itertools.count()
+        self._failed: list[tuple[str, str]] = []  # (kind, last line of the error) of the failures in a row
+
+    def _tally(self, traj: Trajectory, error: bool) -> None:
+        """Count an infrastructure failure (no reward although one was asked for), reset on any other sample;
+        EngineFailures once `max_failed_in_a_row` failed in a row."""
+        grading = traj.metrics.get("grading") or {}
+        failed = error or traj.exit_status == "error" or (self.reward_fn is not None and traj.reward is None)
+        if not failed:
+            self._failed.clear()
+            return
+        kind = traj.metrics.get("infra_failure") or grading.get("failure") or "episode_error"
+        lines = (traj.error or "").strip().splitlines()
+        self._failed.append((str(kind), lines[-1] if lines else "no error text"))
+        limit = self.cfg.max_failed_in_a_row
+        if limit and len(self._failed) >= limit:
+            kinds = collections.Counter(k for k, _ in self._failed)
+            text = ", ".join(f"{k} {v}" for k, v in kinds.most_common())
+            raise EngineFailures(
+                f"swe-rl AgentExecutor: the last {len(self._failed)} samples of this vLLM engine ended in an "
+                f"infrastructure error ({text}; agent.max_failed_in_a_row: {limit}), so the run stops. The first: "
+                f"{self._failed[0][1]}"
+            )
 
     def _admission(self) -> asyncio.Semaphore:
         if self._sem is None:
@@ -226,13 +255,16 @@ class AgentExecutor(MultiTurnAgentExecutor):
             policy = EnginePolicy(llm_engine, sampling_params)
             async with self._admission():
                 traj = await instance.run(policy, hf_tokenizer, loop_cfg, self, next(self._sample_ids))
-            return trajectory_to_response(
+            resp = trajectory_to_response(
                 traj, prompt, label, hf_tokenizer, want_lp, unsubmitted=self.cfg.unsubmitted,
                 suspicious=self.cfg.suspicious,
             )  # fmt: skip
         except asyncio.CancelledError:
             raise
-        except Exception:  # never crash the training step: a zero-advantage sample instead (logged)
+        except Exception:  # a zero-advantage sample instead (logged), until too many fail in a row
             logging.getLogger(__name__).exception("swe-rl AgentExecutor: sample failed, returning valid=0")
             failed = Trajectory(task_id=str(prompt), exit_status="error", error=traceback.format_exc())
+            self._tally(failed, error=True)
             return trajectory_to_response(failed, prompt, label, hf_tokenizer, want_lp, error=True)
+        self._tally(traj, error=False)
+        return resp
