@@ -88,4 +88,7 @@ def _summary(report: dict, run_dir: str) -> None:
     )
     if report["pass@k"]:
         typer.echo("  " + "  ".join(f"pass@{k}={v:.1%}" for k, v in report["pass@k"].items()))
+    for label, n in report.get("infra_failure_labels", {}).items():
+        first = (report.get("infra_failure_examples") or {}).get(label)
+        typer.echo(f"  infra failure {label} x{n}" + (f"; the first: {first}" if first else ""))
     typer.echo(f"report: {run_dir}/report/report.md")

@@ -69,7 +69,10 @@ def check_config(run: EvalRun, cfg: EvalConfig) -> None:
 
 def grading_record(traj: Trajectory, grader: str) -> dict[str, Any]:
     g = traj.metrics.get("grading") or {}
-    failure = g.get("failure") or ("episode_error" if traj.exit_status == "error" else None)
+    kind = (
+        traj.metrics.get("infra_failure") or "episode_error"
+    )  # what rollout_one found (policy server, sandbox...)
+    failure = g.get("failure") or (str(kind) if traj.exit_status == "error" else None)
     return {
         "instance_id": traj.task_id,
         "run": traj.sample_idx,
@@ -254,6 +257,11 @@ def run_eval(cfg: EvalConfig, on_trajectory: OnTrajectory | None = None) -> dict
     tasks = load_eval_tasks(cfg.dataset)
     todo = missing_items(run, tasks, cfg.runs, cfg.retry_errors)
     if todo:
+        check_server = getattr(
+            cfg.policy, "check_server", None
+        )  # a served policy: is it there, serving the model?
+        if check_server is not None:
+            check_server()
         ensure_images(cfg, [t for t, _ in todo])
     tasks = validated(cfg, tasks)
     if todo:

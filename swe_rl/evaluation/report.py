@@ -35,12 +35,13 @@ class Episode:
         str, ...
     ] = ()  # why the grader suspects a reward hack (swe_rl.grading.reward); kept, labelled
     patch_caused: str | None = None  # unresolved: the timeout / sandbox death its patch caused (grader)
+    error: str | None = None  # an infra failure's error, its last line
 
 
 def episode_from(traj: Trajectory, grading: dict[str, Any] | None, repo: str) -> Episode:
     failure = None
-    if traj.exit_status == "error":
-        bucket, failure = "infra_failure", "episode_error"
+    if traj.exit_status == "error":  # the kind rollout_one gave it (policy server, sandbox start ...)
+        bucket, failure = "infra_failure", str(traj.metrics.get("infra_failure") or "episode_error")
     elif grading is None or grading.get("reward") is None:
         bucket = "infra_failure"
         failure = (grading or {}).get("failure") or "not_graded"
@@ -63,7 +64,13 @@ def episode_from(traj: Trajectory, grading: dict[str, Any] | None, repo: str) ->
         failure=failure,
         suspicious=tuple((grading or {}).get("suspicious") or ()),
         patch_caused=(((grading or {}).get("tests") or {}).get("patch_caused") or {}).get("failure"),
+        error=_last_line(traj.error) if failure else None,
     )
+
+
+def _last_line(text: str | None) -> str | None:
+    lines = (text or "").strip().splitlines()
+    return lines[-1][:500] if lines else None
 
 
 def _stats(values: list[int]) -> dict[str, float]:
@@ -112,6 +119,11 @@ def build_report(episodes: list[Episode], n_runs: int, meta: dict[str, Any]) -> 
         "pass@k": pass_k,
         "exit_status_counts": dict(sorted(Counter(e.exit_status for e in episodes).items())),
         "infra_failure_labels": dict(sorted(Counter(e.failure for e in episodes if e.failure).items())),
+        # per label, the first such episode's error (its last line): what to fix before re-running them
+        "infra_failure_examples": {
+            label: next((e.error for e in episodes if e.failure == label and e.error), None)
+            for label in sorted({e.failure for e in episodes if e.failure})
+        },
         "patch_caused_labels": dict(
             sorted(Counter(e.patch_caused for e in episodes if e.patch_caused).items())
         ),
@@ -169,6 +181,8 @@ def report_markdown(report: dict[str, Any], plots: list[str]) -> str:
             "Infrastructure failures: "
             + ", ".join(f"{k} ×{v}" for k, v in report["infra_failure_labels"].items()),
         ]
+        examples = report.get("infra_failure_examples") or {}
+        lines += [f"- {k}, the first: `{v}`" for k, v in examples.items() if v]
     if report.get("patch_caused_labels"):
         lines += [
             "",

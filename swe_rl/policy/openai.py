@@ -35,6 +35,42 @@ class ContextLengthError(PolicyServerError, ContextLengthExceeded):
     """The server refused the prompt as longer than its context (not an infrastructure failure)."""
 
 
+def check_server(base_url: str, model: str, api_key: str | None = None, *, timeout_s: float = 10.0) -> None:
+    """Before any episode: a server answers GET <base_url>/models and, where it lists its models, serves `model`.
+    Raises ValueError naming the field (`policy.base_url`, `policy.model`); a server without /models passes."""
+    import time
+
+    import httpx
+
+    url = base_url.rstrip("/") + "/models"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    deadline, problem = time.monotonic() + timeout_s, ""
+    while True:
+        try:
+            resp = httpx.get(url, headers=headers, timeout=min(5.0, timeout_s))
+            break
+        except (httpx.TransportError, httpx.TimeoutException) as e:
+            problem = f"{type(e).__name__}: {e}"
+        if time.monotonic() > deadline:
+            raise ValueError(
+                f"policy.base_url {base_url}: no server answers GET {url} ({problem}); start the server first "
+                "(eval/README.md) or correct the URL"
+            )
+        time.sleep(1.0)
+    if resp.status_code in (401, 403):
+        raise ValueError(f"policy.base_url {base_url}: the server refused the key (HTTP {resp.status_code})")
+    if resp.status_code != 200:
+        return  # no /models: the first completion says more
+    try:
+        served = [m.get("id") for m in resp.json().get("data", []) if isinstance(m, dict)]
+    except (ValueError, AttributeError):
+        return
+    if served and model not in served:
+        raise ValueError(
+            f"policy.model {model!r}: not served at {base_url} (it serves: {', '.join(map(str, served))})"
+        )
+
+
 class OpenAIPolicy:
     def __init__(
         self,

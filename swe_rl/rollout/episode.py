@@ -98,8 +98,8 @@ def error_trajectory(task_id: str, sample_idx: int, error: str, **metrics: Any) 
 
 
 def infra_label(e: BaseException) -> str:
-    """A short label for why an episode failed: the sandbox error's kind (its cause chain is searched, since the
-    agent wraps what it hits), else "episode_error"."""
+    """A short label for why an episode failed: the policy server's or the sandbox error's kind (its cause chain is
+    searched, since the agent wraps what it hits), else "episode_error"."""
     from sandboxes.base import (
         EngineUnreachableError,
         SandboxDiedError,
@@ -107,8 +107,10 @@ def infra_label(e: BaseException) -> str:
         SandboxStartError,
         SandboxTimeoutError,
     )
+    from swe_rl.policy.openai import PolicyServerError
 
     labels = [
+        (PolicyServerError, "policy_server_error"),
         (SandboxStartError, "sandbox_start_failed"),
         (EngineUnreachableError, "engine_unreachable"),
         (SandboxDiedError, "sandbox_died"),

@@ -117,6 +117,14 @@ class OpenAIPolicySpec(StrictModel):
     )
     max_concurrency: int = Field(64, ge=1)  # in-flight requests per worker
 
+    def check_server(self) -> None:
+        """ValueError naming base_url or model where no server answers or it does not serve `model`."""
+        import os
+
+        from swe_rl.policy.openai import check_server
+
+        check_server(self.base_url, self.model, os.environ.get(self.api_key_env))
+
     def build(self) -> SharedPolicy:
         import os
 

@@ -114,7 +114,7 @@ def eval_gold_served(tmp_path_factory, eval_config_factory, eval_subset):
     cfg = eval_config_factory(tmp_path_factory.mktemp("probe"), "probe", eval_subset)
     tasks = load_eval_tasks(cfg.dataset)
     policy = GatedGoldPolicy(tasks, tok, open_for=2, test_command=ScriptedPolicySpec().test_command)
-    with PolicyServer(policy) as server:
+    with PolicyServer(policy, model_name="gold") as server:  # serves `gold` by that name, as vLLM would
         overrides = ["policy.kind=openai", f"policy.base_url={server.base_url}", "policy.model=gold",
                      f"policy.tokenizer={tok_dir}"]  # fmt: skip
         yield {"policy": policy, "server": server, "overrides": overrides, "n_tasks": len(tasks)}

@@ -298,3 +298,72 @@ def test_truncation_fields_of_a_request_body():
                       ({"min_p": "x"}, "min_p='x': expected a number"), ({"top_k": True}, "top_k=True")):  # fmt: skip
         with pytest.raises(ValueError, match=msg.replace("(", r"\(")):
             truncation_fields(body)
+
+
+# --- before any episode: is a server there, and does it serve the configured model? (swe-rl eval) ---
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_check_server_names_the_field_that_is_wrong(policy_server):
+    from swe_rl.policy.openai import check_server
+
+    server, _ = policy_server
+    check_server(server.base_url, server.served_name)  # there, serving it: passes
+    with pytest.raises(ValueError, match=r"policy.model 'nope': not served at .* \(it serves: swe-rl\)"):
+        check_server(server.base_url, "nope")
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    with pytest.raises(
+        ValueError, match=rf"policy.base_url {url}: no server answers GET {url}/models \(Connect"
+    ):
+        check_server(url, "swe-rl", timeout_s=1.0)
+
+
+def test_check_server_passes_a_server_without_a_models_endpoint():
+    import http.server
+    import threading
+
+    class NoModels(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    from swe_rl.policy.openai import check_server
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), NoModels)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        check_server(f"http://127.0.0.1:{httpd.server_port}/v1", "anything")
+    finally:
+        httpd.shutdown()
+
+
+@pytest.mark.docker
+def test_swe_rl_eval_against_a_server_that_does_not_serve_the_model_stops_before_any_episode(
+    tiny_model, tiny_tokenizer, tmp_path
+):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = str(Path(sys.executable).parent / "swe-rl")
+    with PolicyServer(HFLocalPolicy(tiny_model, tiny_tokenizer), model_name="another-model") as server:
+        res = subprocess.run(
+            [exe, "eval", "-c", "configs/eval/served_demo.yaml", "--output-dir", str(tmp_path), "--name", "wrong",
+             f"policy.base_url={server.base_url}"],
+            cwd=REPO, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "error: policy.model 'swe-rl-demo': not served at" in res.stderr and "another-model" in res.stderr
+    assert not (tmp_path / "wrong" / "trajectories").exists() or not any(
+        (tmp_path / "wrong" / "trajectories").iterdir()
+    )

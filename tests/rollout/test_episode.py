@@ -63,6 +63,17 @@ async def test_policy_server_down_keeps_the_partial_trajectory(
     assert traj.exit_status == "error" and traj.reward is None and traj.truncated and not traj.terminated
     assert traj.sample_idx == 1 and traj.error and "Traceback" in traj.error
     assert traj.prompt_len > 0 or traj.messages  # the agent's partial record (prompt built) survives
+    # its kind, and the evaluation report names it with its error (it said "episode_error" and nothing more)
+    from swe_rl.evaluation.report import build_report, episode_from, report_markdown
+
+    assert traj.metrics["infra_failure"] == "policy_server_error"
+    rep = build_report([episode_from(traj, None, "r")], 1, {"name": "x"})
+    assert rep["infra_failure_labels"] == {"policy_server_error": 1}
+    first = rep["infra_failure_examples"]["policy_server_error"]
+    assert first.startswith(
+        "swe_rl.policy.openai.PolicyServerError: POST http://127.0.0.1:9/v1/completions"
+    ), first
+    assert f"- policy_server_error, the first: `{first}`" in report_markdown(rep, [])
 
 
 async def test_grader_exception_and_empty_patch(rollout_task, rollout_agent_cfg, tiny_tokenizer):
