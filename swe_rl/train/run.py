@@ -132,6 +132,67 @@ register_source("generated", DataSource(generated_env, engines=("hf", "vllm"), c
 register_source("tasks", DataSource(_tasks_env, cuda=True))
 
 
+# what a resumed run may change: its length, bookkeeping, evaluation and where it runs; everything else (algo, optim,
+# rollout sampling, data, model, sandbox, seed) would mix two setups in one run's curves and checkpoints
+RESUME_MAY_CHANGE = (
+    "steps", "save_every", "keep_checkpoints", "tensorboard", "log_trajectories", "eval", "device", "autocast",
+    "model.threads", "rollout.slots", "rollout.max_batch", "rollout.max_unscored_steps",
+)  # fmt: skip
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
+    return out
+
+
+def check_run_dir(cfg: TrainConfig, resume: bool) -> None:
+    """ConfigError where this command would mix two runs in runs/<name>: a fresh run into a folder that holds a
+    run's checkpoints or metrics (its newest checkpoint would be the other run's), or `--resume` with settings the
+    run was not trained with. A run's own config.yaml is what it was started with."""
+    import yaml
+
+    from swe_rl.config import ConfigError
+    from swe_rl.train.checkpoint import latest
+
+    run = RunDir(Path(cfg.out_dir) / cfg.name)
+    ckpt = latest(run.checkpoints)
+    rows = len(run.read_metrics())
+    if not resume and (ckpt is not None or rows):
+        held = ", ".join(
+            x
+            for x in (f"{rows} metrics rows" if rows else "", f"checkpoint {ckpt.name}" if ckpt else "")
+            if x
+        )
+        raise ConfigError(
+            f"run directory {run.root} already holds a run ({held}): --resume continues it; to start another, "
+            "pass another name (-o name=...) or delete the directory"
+        )
+    if not resume or not run.config.is_file():
+        return
+    old = _flat(yaml.safe_load(run.config.read_text()) or {})
+    new = _flat(cfg.model_dump(mode="json"))
+    may = (
+        *RESUME_MAY_CHANGE,
+        "out_dir",
+        "name",
+    )  # where the folder is: a run moved elsewhere is the same run
+    changed = [
+        f"{k}: {old[k]!r} -> {new[k]!r}"
+        for k in sorted(set(old) & set(new))
+        if old[k] != new[k] and not any(k == m or k.startswith(m + ".") for m in may)
+    ]
+    if changed:
+        raise ConfigError(
+            f"--resume of {run.root} with settings it was not trained with ({'; '.join(changed)}): a run's curves "
+            f"and checkpoints come from one setup. Resume with its settings ({run.config}), or start another run "
+            f"(-o name=...); a resumed run may change only {', '.join(RESUME_MAY_CHANGE)}"
+        )
+
+
 def train_command(
     config_files: list[str | Path], overrides: list[str], resume: bool, console: Any = None
 ) -> RunDir:
@@ -142,6 +203,7 @@ def train_command(
     from swe_rl.train.loop import train
 
     cfg = load_config(TrainConfig, files=config_files, overrides=overrides)
+    check_run_dir(cfg, resume)
     run = RunDir.create(cfg.out_dir, cfg.name)
     run.save_config(cfg)
     model, tok = load_policy_model(cfg)
