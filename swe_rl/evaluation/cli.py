@@ -33,6 +33,7 @@ def eval_command(
     output_dir: str | None = typer.Option(None, "--output-dir", help="parent folder of run directories"),
 ) -> None:
     """Run the agent over a dataset k times; write predictions, grading, report.json/report.md with plots."""
+    from sandboxes.base import EngineUnreachableError
     from swe_rl.config import load_config
     from swe_rl.evaluation.config import EvalConfig
     from swe_rl.evaluation.harness import run_eval
@@ -60,6 +61,9 @@ def eval_command(
     except (ConfigError, ValueError) as e:  # ConfigError, TaskLoadError: one message naming the input
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+    except EngineUnreachableError as e:  # sandbox.backend docker on this host, and no engine answers
+        typer.echo(f"error: sandbox.backend docker: {e}", err=True)
+        raise typer.Exit(1) from None
     except KeyboardInterrupt:
         typer.echo("interrupted: finished episodes are saved; rerun the same command to resume", err=True)
         raise typer.Exit(130) from None

@@ -51,6 +51,12 @@ def ensure_images(cfg: EvalConfig, tasks: list[Task]) -> None:
     from swe_rl.images import prepare_images
 
     local = cfg.pool.ray_address is None and cfg.sandbox.get("backend", "docker") == "docker"
+    if (
+        local
+    ):  # every episode's sandbox is on this host's engine: one error now, not an infra failure per episode
+        from sandboxes.engine import docker_client
+
+        docker_client().close()
     prepare_images(tasks, cfg.dataset.source, None if local else (lambda _msg: None))
 
 
@@ -69,9 +75,8 @@ def check_config(run: EvalRun, cfg: EvalConfig) -> None:
 
 def grading_record(traj: Trajectory, grader: str) -> dict[str, Any]:
     g = traj.metrics.get("grading") or {}
-    kind = (
-        traj.metrics.get("infra_failure") or "episode_error"
-    )  # what rollout_one found (policy server, sandbox...)
+    # an episode's failure: the kind rollout_one found (policy server, sandbox start ...)
+    kind = traj.metrics.get("infra_failure") or "episode_error"
     failure = g.get("failure") or (str(kind) if traj.exit_status == "error" else None)
     return {
         "instance_id": traj.task_id,

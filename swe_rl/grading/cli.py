@@ -40,6 +40,7 @@ def grade_command(
         raise typer.Exit(2) from None
     if ids:
         preds = {k: v for k, v in preds.items() if k in set(ids)}
+    _engine_or_exit()  # every grading needs it: one error now, not an infrastructure failure per instance
     done = _prepare(task_list, preds, out, tasks)
     cols = (
         TextColumn("grading"),
@@ -84,6 +85,20 @@ def grade_command(
         typer.echo(f"cost: {cost['gradings']} gradings, {cost['mean_s']['total']:.1f} s each: {phases}")
 
 
+def _engine_or_exit() -> None:
+    """This host's Docker engine answers, or one error naming it (exit 1)."""
+    from sandboxes.base import EngineUnreachableError
+    from sandboxes.engine import docker_client
+
+    try:
+        docker_client().close()
+    except EngineUnreachableError as e:
+        typer.echo(
+            f"error: {e} (gradings run in Docker sandboxes on this host: start the engine first)", err=True
+        )
+        raise typer.Exit(1) from None
+
+
 def _prepare(task_list: list, preds: dict, out: Path, source: str) -> int:
     """Build or name the images of the instances still to grade; returns how many are graded already (reruns
     skip them)."""
@@ -108,6 +123,7 @@ def validate_command(
     from swe_rl.grading.validate import validate_tasks_sync
 
     task_list = load_or_exit(tasks, split, ids)
+    _engine_or_exit()
     checked = validate_tasks_sync(task_list, docker_factory(run_id="validate"), workers=workers)
     for t in checked:
         shown = validation_shown(t)

@@ -18,7 +18,7 @@ from swe_rl.tasks.generator import generate_tasks
 
 REPO = Path(__file__).resolve().parents[2]
 SWE_RL = str(Path(sys.executable).with_name("swe-rl"))
-MISSING = {"backend": "docker", "image": "swe-rl/no-such-image:slot-failures"}
+MISSING = {"backend": "docker", "image": "swe-rl/missing:never"}
 
 
 @pytest.mark.docker
@@ -33,9 +33,7 @@ def test_train_with_a_missing_sandbox_image_is_one_error_before_the_first_episod
         assert res.returncode == 1, res.stderr[-2000:]
         err = [x for x in res.stderr.splitlines() if x.startswith("error: ")]
         assert err and "sandbox slots (sandbox.backend docker)" in err[0], res.stderr[-2000:]
-        assert "swe-rl/no-such-image:slot-failures" in err[0] and "Traceback" not in res.stderr, res.stderr[
-            -2000:
-        ]
+        assert "swe-rl/missing:never" in err[0] and "Traceback" not in res.stderr, res.stderr[-2000:]
         assert not (REPO / rel / "gpu_check" / "metrics.jsonl").exists()  # no step ran
     finally:
         shutil.rmtree(REPO / rel, ignore_errors=True)
