@@ -51,9 +51,8 @@ def ensure_images(cfg: EvalConfig, tasks: list[Task]) -> None:
     from swe_rl.images import prepare_images
 
     local = cfg.pool.ray_address is None and cfg.sandbox.get("backend", "docker") == "docker"
-    if (
-        local
-    ):  # every episode's sandbox is on this host's engine: one error now, not an infra failure per episode
+    # every episode's sandbox is on this host's engine: one error now, not an infrastructure failure per episode
+    if local:
         from sandboxes.engine import docker_client
 
         docker_client().close()
@@ -262,9 +261,8 @@ def run_eval(cfg: EvalConfig, on_trajectory: OnTrajectory | None = None) -> dict
     tasks = load_eval_tasks(cfg.dataset)
     todo = missing_items(run, tasks, cfg.runs, cfg.retry_errors)
     if todo:
-        check_server = getattr(
-            cfg.policy, "check_server", None
-        )  # a served policy: is it there, serving the model?
+        # a served policy: is a server there, serving the model?
+        check_server = getattr(cfg.policy, "check_server", None)
         if check_server is not None:
             check_server()
         ensure_images(cfg, [t for t, _ in todo])

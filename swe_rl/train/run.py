@@ -162,11 +162,8 @@ def check_run_dir(cfg: TrainConfig, resume: bool) -> None:
     ckpt = latest(run.checkpoints)
     rows = len(run.read_metrics())
     if not resume and (ckpt is not None or rows):
-        held = ", ".join(
-            x
-            for x in (f"{rows} metrics rows" if rows else "", f"checkpoint {ckpt.name}" if ckpt else "")
-            if x
-        )
+        parts = (f"{rows} metrics rows" if rows else "", f"checkpoint {ckpt.name}" if ckpt else "")
+        held = ", ".join(x for x in parts if x)
         raise ConfigError(
             f"run directory {run.root} already holds a run ({held}): --resume continues it; to start another, "
             "pass another name (-o name=...) or delete the directory"
@@ -175,11 +172,7 @@ def check_run_dir(cfg: TrainConfig, resume: bool) -> None:
         return
     old = _flat(yaml.safe_load(run.config.read_text()) or {})
     new = _flat(cfg.model_dump(mode="json"))
-    may = (
-        *RESUME_MAY_CHANGE,
-        "out_dir",
-        "name",
-    )  # where the folder is: a run moved elsewhere is the same run
+    may = (*RESUME_MAY_CHANGE, "out_dir", "name")  # a run folder moved elsewhere holds the same run
     changed = [
         f"{k}: {old[k]!r} -> {new[k]!r}"
         for k in sorted(set(old) & set(new))
