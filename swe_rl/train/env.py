@@ -49,10 +49,11 @@ class SlotsUnavailable(RuntimeError):
 
 
 def repo_dir_check(repo_dir: str) -> str:
-    """Shell that exits 0 where this user can remove and re-create `repo_dir` (what every lease's reset does), else
-    prints the folder it cannot write and this user's id."""
+    """Shell that exits 0 where this user can remove and re-create `repo_dir` as a git repository (what every
+    lease's reset does); else exit 4 without git, or exit 3 printing the folder it cannot write and this user's id."""
     d = shlex.quote(repo_dir.rstrip("/") or "/")
     return (
+        "command -v git >/dev/null 2>&1 || exit 4; "
         f'p=$(dirname {d}); mkdir -p "$p" 2>/dev/null && [ -w "$p" ] && {{ [ ! -e {d} ] || [ -w {d} ]; }} && exit 0; '
         f'[ -w "$p" ] && echo {d} || echo "$p"; id -u; exit 3'
     )
@@ -120,11 +121,14 @@ class SandboxSlots:
             if bad is None:
                 return boxes
             where, _, uid = bad.output.strip().partition("\n")
-            failed.append(SandboxError(
-                f"cannot reset the task repo at {self.repo_dir}: user {uid or '?'} cannot write {where} (each "
-                "episode removes and re-creates it; the local backend does so in this host's own "
-                f"{self.repo_dir}: run as root, or use sandbox.backend docker)"
-            ))  # fmt: skip
+            why = (
+                "the sandbox has no `git` (each episode's repo is a fresh git repository: install git, or use an "
+                "image with it)"
+                if bad.exit_code == 4
+                else f"user {uid or '?'} cannot write {where} (each episode removes and re-creates it; the local "
+                f"backend does so in this host's own {self.repo_dir}: run as root, or use sandbox.backend docker)"
+            )
+            failed.append(SandboxError(f"cannot reset the task repo at {self.repo_dir}: {why}"))
         await asyncio.gather(*(b.close() for b in boxes), return_exceptions=True)
         raise failed[0]
 

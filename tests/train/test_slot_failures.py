@@ -122,3 +122,39 @@ def test_the_repo_check_names_the_folder_a_user_cannot_write():
     assert not os.path.exists(probe)
     ok = subprocess.run(["bash", "-c", repo_dir_check(probe)], capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0 and not os.path.exists(probe), ok.stdout  # root can; the check creates no repo
+
+
+def test_the_repo_check_needs_git_where_the_episodes_run(tmp_path):
+    # the lent GPU machines run the local backend on the host: a host without git would lose every episode's reset
+    from swe_rl.train.env import repo_dir_check
+
+    bindir = tmp_path / "bin"  # a PATH holding this host's programs except git
+    bindir.mkdir()
+    for d in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for prog in Path(d).iterdir() if Path(d).is_dir() else ():
+            if prog.name != "git" and not (bindir / prog.name).exists():
+                (bindir / prog.name).symlink_to(prog)
+    env = {"PATH": str(bindir)}
+    no_git = subprocess.run(["/bin/bash", "-c", repo_dir_check(str(tmp_path / "testbed"))], env=env,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert no_git.returncode == 4, (no_git.stdout, no_git.stderr)
+    (bindir / "git").symlink_to(shutil.which("git"))
+    ok = subprocess.run(["/bin/bash", "-c", repo_dir_check(str(tmp_path / "testbed"))], env=env,
+                        capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert ok.returncode == 0, (ok.stdout, ok.stderr)
+    # the slots say so before the first episode: a local sandbox whose shell finds no git
+    from swe_rl.train.env import SandboxSlots, SlotsUnavailable
+
+    (bindir / "git").unlink()
+    slots = SandboxSlots(
+        1, {"backend": "local", "env": {"PATH": str(bindir)}}, repo_dir=str(tmp_path / "testbed")
+    )
+
+    async def main():
+        try:
+            await slots.start()
+        finally:
+            await slots.aclose()
+
+    with pytest.raises(SlotsUnavailable, match=r"cannot reset the task repo at .*: the sandbox has no `git`"):
+        asyncio.run(main())
