@@ -122,6 +122,7 @@ def step_progress(bars: Any, steps: int, start: int = 0) -> Callable[[int, dict[
     """A bar of RL steps for `train(on_step=...)` (from `start`, a resumed run's step); each step also prints a
     line (above the bars on a terminal)."""
     pid = bars.add("RL steps", steps, completed=start, every_s=0)
+    shown_scored: list[bool] = []
 
     def on_step(step: int, m: dict[str, Any]) -> None:
         fields = {
@@ -129,6 +130,11 @@ def step_progress(bars: Any, steps: int, start: int = 0) -> Callable[[int, dict[
             "resolved": f"{m.get('resolve_rate', 0.0):.0%}",
             "step": f"{m.get('time_step_s', 0.0):.0f}s",
         }
+        # episodes without a reward (infrastructure, grading) are said, not hidden: from the first such step on
+        # (a bar keeps its fields), every step shows its scored share
+        if m.get("valid_frac", 1.0) < 1.0 or shown_scored:
+            fields["scored"] = f"{m.get('valid_frac', 1.0):.0%}"
+            shown_scored.append(True)
         if "eval/greedy_success" in m:
             fields["held-out"] = f"{m['eval/greedy_success']:.0%}"
         bars.update(pid, completed=step, log=True, **fields)

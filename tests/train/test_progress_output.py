@@ -40,6 +40,23 @@ def test_train_shows_each_step_with_its_reward(tmp_path):
     assert lines_of(again) == ["RL steps 3/3"]
 
 
+def test_a_step_with_unscored_episodes_says_how_many_were_scored():
+    # a step whose episodes all failed showed "reward 0.00 · resolved 0%", like a step that failed its tests
+    from swe_rl.rollout.progress import RunProgress
+    from swe_rl.train.progress import step_progress
+
+    buf = io.StringIO()
+    with RunProgress(Console(file=buf, width=200)) as bars:
+        on_step = step_progress(bars, 2)
+        on_step(1, {"reward_mean": 0.0, "resolve_rate": 0.0, "time_step_s": 1.0, "valid_frac": 0.0})
+        on_step(2, {"reward_mean": 0.5, "resolve_rate": 0.5, "time_step_s": 1.0, "valid_frac": 1.0})
+    steps = [ln for ln in lines_of(buf) if ln.startswith("RL steps")]
+    assert steps == [
+        "RL steps 1/2 · reward 0.00 · resolved 0% · step 1s · scored 0%",
+        "RL steps 2/2 · reward 0.50 · resolved 50% · step 1s · scored 100%",
+    ], steps
+
+
 @pytest.mark.docker
 def test_demo_shows_rl_steps_held_out_and_micro_suite(tmp_path, capfd):
     """A tiny `swe-rl demo` (shipped SFT checkpoint, real sandboxes and tests): each phase prints progress."""
