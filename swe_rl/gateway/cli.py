@@ -34,8 +34,12 @@ def build_policy(
     if backend == "openai":
         if not upstream:
             raise typer.BadParameter("--backend openai needs --upstream URL (…/v1)", param_hint="--upstream")
-        from swe_rl.policy.openai import OpenAIPolicy
+        from swe_rl.policy.openai import OpenAIPolicy, check_server
 
+        try:  # the upstream is there and serves --name: one error now, not a failed call per agent request
+            check_server(upstream, served_name, fields=("--upstream", "--name"))
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="--upstream") from None
         return OpenAIPolicy(upstream, served_name)
     if backend == "vllm":
         from swe_rl.policy.vllm import VLLMPolicy

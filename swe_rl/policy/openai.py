@@ -35,9 +35,17 @@ class ContextLengthError(PolicyServerError, ContextLengthExceeded):
     """The server refused the prompt as longer than its context (not an infrastructure failure)."""
 
 
-def check_server(base_url: str, model: str, api_key: str | None = None, *, timeout_s: float = 10.0) -> None:
+def check_server(
+    base_url: str,
+    model: str,
+    api_key: str | None = None,
+    *,
+    timeout_s: float = 10.0,
+    fields: tuple[str, str] = ("policy.base_url", "policy.model"),
+) -> None:
     """Before any episode: a server answers GET <base_url>/models and, where it lists its models, serves `model`.
-    Raises ValueError naming the field (`policy.base_url`, `policy.model`); a server without /models passes."""
+    Raises ValueError naming the setting (`fields`: the URL's and the model's); a server without /models passes."""
+    url_field, model_field = fields
     import time
 
     import httpx
@@ -53,12 +61,12 @@ def check_server(base_url: str, model: str, api_key: str | None = None, *, timeo
             problem = f"{type(e).__name__}: {e}"
         if time.monotonic() > deadline:
             raise ValueError(
-                f"policy.base_url {base_url}: no server answers GET {url} ({problem}); start the server first "
+                f"{url_field} {base_url}: no server answers GET {url} ({problem}); start the server first "
                 "(eval/README.md) or correct the URL"
             )
         time.sleep(1.0)
     if resp.status_code in (401, 403):
-        raise ValueError(f"policy.base_url {base_url}: the server refused the key (HTTP {resp.status_code})")
+        raise ValueError(f"{url_field} {base_url}: the server refused the key (HTTP {resp.status_code})")
     if resp.status_code != 200:
         return  # no /models: the first completion says more
     try:
@@ -67,7 +75,7 @@ def check_server(base_url: str, model: str, api_key: str | None = None, *, timeo
         return
     if served and model not in served:
         raise ValueError(
-            f"policy.model {model!r}: not served at {base_url} (it serves: {', '.join(map(str, served))})"
+            f"{model_field} {model!r}: not served at {base_url} (it serves: {', '.join(map(str, served))})"
         )
 
 

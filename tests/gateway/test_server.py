@@ -140,3 +140,37 @@ def test_cli_serves_until_sigterm_and_writes_the_sessions(tmp_path):
     assert p.returncode == 0 and "1 sessions written" in rest
     (rec,) = [json.loads(x) for x in out.read_text().splitlines()]
     assert rec["session"] == "cli" and rec["assembled"] and rec["trajectory"]["loss_mask"].count(1) >= 1
+
+
+def test_cli_over_an_upstream_that_does_not_serve_the_name_is_one_error(tmp_path, tiny_model, tiny_tokenizer):
+    # `--backend openai` used to start serving and fail each agent request against a wrong --upstream / --name
+    import subprocess
+    import sys
+
+    from swe_rl.experiments.demo import SHIPPED_SFT
+    from swe_rl.policy.hf import HFLocalPolicy
+    from swe_rl.policy.openai_server import PolicyServer
+
+    with PolicyServer(HFLocalPolicy(tiny_model, tiny_tokenizer), model_name="served-elsewhere") as server:
+        cmd = [
+            sys.executable,
+            "-m",
+            "swe_rl.cli",
+            "gateway",
+            "--model",
+            str(SHIPPED_SFT),
+            "--backend",
+            "openai",
+            "--upstream",
+            server.base_url,
+            "--name",
+            "swe-rl",
+            "--port",
+            "0",
+            "--out",
+            str(tmp_path / "s.jsonl"),
+        ]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 2, res.stdout[-1000:] + res.stderr[-2000:]
+    assert "--name 'swe-rl': not served at" in res.stderr and "served-elsewhere" in res.stderr, res.stderr
+    assert "gateway: serving" not in res.stdout
