@@ -53,6 +53,10 @@ def run_compare(config: list[str], methods: list[str], seeds: list[int], overrid
     if not plot_only:
         init = start_checkpoint(demo, out_dir)
         cfgs = run_configs(demo, methods, seeds, out_dir, init)
+        from swe_rl.train.run import check_run_dir
+
+        for cfg in cfgs:  # the runs resume: one whose recipe changed since would mix two setups (ConfigError)
+            check_run_dir(cfg, resume=True)
         if jobs == 1:
             for cfg in cfgs:
                 _train_one(cfg)

@@ -50,10 +50,11 @@ def run_demo(cfg: DemoConfig, console: Any = None) -> Path:
     from swe_rl.rollout.progress import RunProgress
     from swe_rl.train.loop import train
     from swe_rl.train.progress import resumed_step, step_progress
-    from swe_rl.train.run import build_env, load_policy_model
+    from swe_rl.train.run import build_env, check_run_dir, load_policy_model
 
     tcfg = cfg.train.model_copy(deep=True)
     tcfg.out_dir, tcfg.name, tcfg.model.init = str(root.root), "rl", str(init)
+    check_run_dir(tcfg, resume=True)  # a rerun resumes: with other RL settings it would mix two setups
     run = RunDir.create(tcfg.out_dir, tcfg.name)
     run.save_config(tcfg)
     model, tok = load_policy_model(tcfg)

@@ -367,6 +367,23 @@ def test_compare_parallel_failure_names_the_run(tmp_path, tiny_init):
     assert [r["step"] for r in RunDir(out / "grpo_s0").read_metrics()] == [1, 2]  # the other run finished
 
 
+def test_a_rerun_with_a_changed_recipe_is_refused_before_any_training(tmp_path, tiny_init):
+    # compare resumes its runs: a recipe edited between two calls mixed two setups in one run's curves
+    from swe_rl.config import ConfigError
+    from swe_rl.experiments.compare import run_compare
+
+    over = [*_toy_overrides(tiny_init), "train.steps=1"]
+    run_compare([], ["grpo"], [0], over, str(tmp_path), jobs=1)
+    before = (tmp_path / "grpo_s0" / "metrics.jsonl").read_text()
+    with pytest.raises(
+        ConfigError, match=r"--resume of .*grpo_s0 with settings .*optim\.lr: 0\.0003 -> 0\.5"
+    ):
+        run_compare([], ["grpo"], [0], [*over, "train.optim.lr=0.5", "train.steps=2"], str(tmp_path), jobs=1)
+    assert (tmp_path / "grpo_s0" / "metrics.jsonl").read_text() == before
+    run_compare([], ["grpo"], [0], [*over, "train.steps=2"], str(tmp_path), jobs=1)  # a longer run: resumed
+    assert [r["step"] for r in RunDir(tmp_path / "grpo_s0").read_metrics()] == [1, 2]
+
+
 def test_compare_rejects_bad_jobs_and_baseline(tmp_path):
     from swe_rl.experiments.compare import run_compare
 
