@@ -9,6 +9,7 @@ the `swe-rl` CLI imports it), so the trainer itself imports no experiment.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, cast
 
@@ -211,6 +212,18 @@ def train_command(
             if env.evaluator is not None and not (cfg.eval.every and state.step % cfg.eval.every == 0):
                 final = env.evaluator(state.step)
                 run.log_metrics(state.step, {f"eval/{k}": v for k, v in final.items()})
+        except KeyboardInterrupt:  # Ctrl-C: say what is kept and how to go on (the CLI exits 130)
+            from swe_rl.train.checkpoint import latest
+
+            ckpt = latest(run.checkpoints)
+            kept = (
+                f"the newest checkpoint is {ckpt.name}"
+                if ckpt
+                else "no checkpoint yet (a resume starts over)"
+            )
+            print(f"interrupted: {kept}; metrics and episodes so far are in {run.root}; the same command with "
+                  "--resume continues", file=sys.stderr, flush=True)  # fmt: skip
+            raise
         finally:
             env.close()
     from swe_rl.train.device import model_device

@@ -4,6 +4,7 @@ went through silently: the new run's `--resume` then continued the old run's new
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -105,3 +106,59 @@ def test_counts_out_of_range_are_config_errors_naming_the_key(override):
 
     with pytest.raises(ConfigError, match=rf"bad value for '{override.split('=')[0]}'"):
         load_config(TrainConfig, overrides=[override])
+
+
+@pytest.mark.docker
+def test_ctrl_c_says_what_is_kept_and_resume_goes_on(scratch):
+    # Ctrl-C ended `swe-rl train` with exit 130 and not a word; the run folder is what a user resumes from
+    import signal
+    import time
+
+    args = [
+        "-c",
+        "configs/train/grpo_aem.yaml",
+        "-o",
+        "model.init=swe_rl/train/assets/demo_sft",
+        "-o",
+        f"out_dir={scratch}",
+        "-o",
+        "steps=3",
+        "-o",
+        "save_every=1",
+        "-o",
+        "rollout.slots=4",
+        "-o",
+        "rollout.tasks_per_step=2",
+        "-o",
+        "rollout.n_samples=2",
+        "-o",
+        "eval.n_tasks=2",
+        "-o",
+        "model.threads=2",
+    ]
+    ckpt = REPO / scratch / "grpo_aem" / "checkpoints" / "step_000001" / "state.pt"
+    p = subprocess.Popen([SWE_RL, "train", *args], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while not ckpt.is_file() and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ckpt.is_file(), "no first checkpoint"
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == 130, err[-2000:]
+    said = [x for x in err.splitlines() if x.startswith("interrupted: ")]
+    assert said and "the newest checkpoint is step_00000" in said[0] and "--resume continues" in said[0], err[
+        -2000:
+    ]
+    res = subprocess.run(
+        [SWE_RL, "train", *args, "--resume"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    steps = [
+        json.loads(x)["step"]
+        for x in (REPO / scratch / "grpo_aem" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert max(steps) == 3
