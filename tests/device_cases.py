@@ -117,8 +117,9 @@ def run_case(name: str, device: torch.device | str, seed: int = 0) -> dict[str, 
     }
     if res.span_alpha is not None:
         out["span_alpha"] = res.span_alpha
+    want = torch.device(device)  # "cuda" names the current device: a tensor there reports "cuda:0"
     for k, v in out.items():
-        if v.device != torch.device(device) and v.dim() > 0:
+        if v.dim() > 0 and (v.device.type != want.type or want.index not in (None, v.device.index)):
             raise AssertionError(f"{name}: {k} came back on {v.device}, not on {device}")
     host = {k: v.detach().cpu() for k, v in out.items()}
     host["diagnostics"], host["metrics"] = res.diagnostics, metrics
