@@ -45,11 +45,11 @@ def check_server(
 ) -> None:
     """Before any episode: a server answers GET <base_url>/models and, where it lists its models, serves `model`.
     Raises ValueError naming the setting (`fields`: the URL's and the model's); a server without /models passes."""
-    url_field, model_field = fields
     import time
 
     import httpx
 
+    url_field, model_field = fields
     url = base_url.rstrip("/") + "/models"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     deadline, problem = time.monotonic() + timeout_s, ""

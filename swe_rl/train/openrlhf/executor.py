@@ -211,7 +211,9 @@ class AgentExecutor(MultiTurnAgentExecutor):
         self.reward_fn = DedupGrader(reward_fn, max_entries=DEDUP_ENTRIES) if reward_fn is not None else None
         self._sem: asyncio.Semaphore | None = None  # created inside vLLM's running loop on first use
         self._sample_ids = itertools.count()
-        self._failed: list[tuple[str, str]] = []  # (kind, last line of the error) of the failures in a row
+        # the infrastructure failures in a row: how many of each kind, and the first one's error (its last line)
+        self._failed: collections.Counter[str] = collections.Counter()
+        self._first_failure = ""
 
     def _tally(self, traj: Trajectory, error: bool) -> None:
         """Count an infrastructure failure (no reward although one was asked for), reset on any other sample;
@@ -221,17 +223,16 @@ class AgentExecutor(MultiTurnAgentExecutor):
         if not failed:
             self._failed.clear()
             return
-        kind = traj.metrics.get("infra_failure") or grading.get("failure") or "episode_error"
-        lines = (traj.error or "").strip().splitlines()
-        self._failed.append((str(kind), lines[-1] if lines else "no error text"))
-        limit = self.cfg.max_failed_in_a_row
-        if limit and len(self._failed) >= limit:
-            kinds = collections.Counter(k for k, _ in self._failed)
-            text = ", ".join(f"{k} {v}" for k, v in kinds.most_common())
+        if not self._failed:
+            lines = (traj.error or "").strip().splitlines()
+            self._first_failure = lines[-1] if lines else "no error text"
+        self._failed[str(traj.metrics.get("infra_failure") or grading.get("failure") or "episode_error")] += 1
+        limit, n = self.cfg.max_failed_in_a_row, self._failed.total()
+        if limit and n >= limit:
+            text = ", ".join(f"{k} {v}" for k, v in self._failed.most_common())
             raise EngineFailures(
-                f"swe-rl AgentExecutor: the last {len(self._failed)} samples of this vLLM engine ended in an "
-                f"infrastructure error ({text}; agent.max_failed_in_a_row: {limit}), so the run stops. The first: "
-                f"{self._failed[0][1]}"
+                f"swe-rl AgentExecutor: the last {n} samples of this vLLM engine ended in an infrastructure error "
+                f"({text}; agent.max_failed_in_a_row: {limit}), so the run stops. The first: {self._first_failure}"
             )
 
     def _admission(self) -> asyncio.Semaphore:
