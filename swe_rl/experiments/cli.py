@@ -8,33 +8,12 @@ Imports stay inside the commands so `swe-rl --help` does not pay for them.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import typer
 
 OVERRIDES = typer.Option([], "--override", "-o", help="dotted KEY=VALUE override, e.g. optim.lr=1e-4")
-
-
-@contextlib.contextmanager
-def one_line_errors() -> Iterator[None]:
-    """Bad input (exit 2) and an environment that fails every episode (exit 1) as one `error:` line, as
-    `swe-rl train` says them, instead of a traceback."""
-    from swe_rl.config import ConfigError
-    from swe_rl.policy.model_dir import ModelPathError
-    from swe_rl.train.env import SlotsUnavailable
-    from swe_rl.train.loop import UnscoredSteps
-
-    try:
-        yield
-    except (ConfigError, ModelPathError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
-    except (SlotsUnavailable, UnscoredSteps) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
 
 
 def demo_command(
@@ -48,6 +27,8 @@ def demo_command(
 
     reap_at_start("demo")  # this host's sandboxes of dead runs go first
     files: list[str | Path] = [c for c in config if Path(c).is_file() or c != "configs/demo.yaml"]
+    from swe_rl.train.cli import one_line_errors
+
     with one_line_errors():
         run_demo(load_config(DemoConfig, files=files, overrides=override))
 
@@ -80,6 +61,7 @@ def compare_command(
     and mixed-group fraction per step; summary.json / summary.md with the primary metric's paired differences
     against the baseline and their two-level (seeds, tasks) bootstrap intervals."""
     from swe_rl.experiments.compare import run_compare
+    from swe_rl.train.cli import one_line_errors
 
     with one_line_errors():
         run_compare(config, methods, seeds, override, out, plot_only, jobs=jobs, baseline=baseline or None,

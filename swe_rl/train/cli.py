@@ -7,12 +7,33 @@ inside the commands so `swe-rl --help` stays fast. The experiments built on the 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
 
 CONFIGS = typer.Option([], "--config", "-c", help="YAML config file(s), merged in order")
 OVERRIDES = typer.Option([], "--override", "-o", help="dotted KEY=VALUE override, e.g. optim.lr=1e-4")
+
+
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """The training commands' (train, sft, demo, compare) way to end: bad input is one `error:` line and exit 2
+    (naming the field), an environment that fails every episode one line and exit 1; no traceback."""
+    from swe_rl.config import ConfigError
+    from swe_rl.policy.model_dir import ModelPathError
+    from swe_rl.train.env import SlotsUnavailable
+    from swe_rl.train.loop import UnscoredSteps
+
+    try:
+        yield
+    except (ConfigError, ModelPathError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    except (SlotsUnavailable, UnscoredSteps) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
 
 
 def train_command(
@@ -40,34 +61,17 @@ def train_command(
     if dry_run:
         raise typer.BadParameter("--dry-run applies to --backend openrlhf only", param_hint="--dry-run")
     reap_at_start("train")  # this host's sandboxes of dead runs go first
-    from swe_rl.config import ConfigError
-    from swe_rl.policy.model_dir import ModelPathError
-    from swe_rl.train.env import SlotsUnavailable
-    from swe_rl.train.loop import UnscoredSteps
     from swe_rl.train.run import train_command as run
 
-    try:
+    with one_line_errors():
         run(list[str | Path](config), override, resume)
-    except (ConfigError, ModelPathError) as e:  # bad input: one message naming the field, no traceback
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
-    except (SlotsUnavailable, UnscoredSteps) as e:  # the environment fails every episode: one message
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
 
 
 def sft_command(config: list[str] = CONFIGS, override: list[str] = OVERRIDES) -> None:
     """Supervised warm start on expert trajectories of generated micro tasks (loss on policy tokens only)."""
-    from swe_rl.config import ConfigError, load_config
-    from swe_rl.train.env import SlotsUnavailable
+    from swe_rl.config import load_config
     from swe_rl.train.sft import SFTConfig, run_sft
 
     files: list[str | Path] = list(config)
-    try:
+    with one_line_errors():
         run_sft(load_config(SFTConfig, files=files, overrides=override))
-    except ConfigError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
-    except SlotsUnavailable as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
