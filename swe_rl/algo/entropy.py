@@ -8,6 +8,8 @@ instead of keeping its (chunk × vocab) intermediates alive: dH/dz = −p ⊙ (l
 
 from __future__ import annotations
 
+import functools
+import os
 from typing import Any
 
 import torch
@@ -18,23 +20,50 @@ DEFAULT_CHUNK = 512
 _LOWEST = torch.finfo(torch.float32).min
 
 
-def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
-    """(N, V) logits of any float dtype -> (N,) fp32 entropy in nats at the given sampling temperature.
+def entropy_and_logsumexp(logits: Tensor, temperature: float = 1.0) -> tuple[Tensor, Tensor]:
+    """The one definition of exact token entropy in swe-rl: (N, V) logits of any float dtype -> (H (N,), logsumexp
+    (N,)), fp32, of softmax(logits / temperature). Every entropy the trainers use comes from here (the built-in
+    trainer's `token_logprobs_and_entropy`, OpenRLHF's actor through `token_entropy`, the hidden-state variant);
+    tests/algo/test_entropy_routing.py replaces this module attribute and checks that both trainers' values move.
 
-    Two (N, V) fp32 buffers at most: the shifted logits z' = z − max z and e = exp(z'); then with s = Σ e,
-    H = log s − Σ e·z' / s (e·z' overwrites e). In-place, so not differentiable by
-    itself: `token_entropy` wraps it with a hand-written backward."""
+    Two (N, V) fp32 buffers at most: the shifted logits z' = z - max z and e = exp(z'); then with s = sum e,
+    H = log s - sum e*z' / s (e*z' overwrites e) and logsumexp = max + log s, so a token's log-prob is
+    z_t / T - logsumexp from the same pass. In-place on its own copy, so not differentiable by itself: the
+    autograd Functions below wrap it with hand-written backwards."""
     z = logits.to(torch.float32, copy=True)  # our own buffer: shifted in place below
     if temperature != 1.0:
         z.div_(temperature)
-    z.sub_(z.amax(dim=-1, keepdim=True))
-    # A masked logit (-inf) has p = 0 and adds 0 to H; left as -inf, e·z' would be 0·(-inf) = NaN. Clamped to the
-    # lowest finite float it still has e = 0, and e·z' = 0. (A row masked entirely has no distribution: NaN.)
+    top = z.amax(dim=-1, keepdim=True)
+    z.sub_(top)
+    # A masked logit (-inf) has p = 0 and adds 0 to H; left as -inf, e*z' would be 0*(-inf) = NaN. Clamped to the
+    # lowest finite float it still has e = 0, and e*z' = 0. (A row masked entirely has no distribution: NaN.)
     z.clamp_(min=_LOWEST)
     e = torch.exp(z)
     s = e.sum(-1)
-    dot = e.mul_(z).sum(-1)  # (N,) Σ_v e_v z'_v, reusing e's buffer (torch's sum is pairwise: accurate)
-    return torch.log(s) - dot / s
+    dot = e.mul_(z).sum(-1)  # (N,) sum_v e_v z'_v, reusing e's buffer (torch's sum is pairwise: accurate)
+    log_s = torch.log(s)
+    return log_s - dot / s, log_s + top.squeeze(-1)
+
+
+def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
+    """(N, V) logits -> (N,) fp32 entropy in nats at the given sampling temperature (`entropy_and_logsumexp`'s)."""
+    return _kernel(logits, temperature)[0]
+
+
+def _kernel(logits: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
+    """`entropy_and_logsumexp`, looked up at call time (so the routing test's replacement reaches every caller),
+    compiled by torch.compile when SWE_RL_ENTROPY_COMPILE=1 (default off: measured in bench/entropy.py)."""
+    fn = entropy_and_logsumexp
+    if os.environ.get("SWE_RL_ENTROPY_COMPILE", "0") == "1" and fn.__module__ == __name__:
+        fn = _compiled(fn)
+    return fn(logits, temperature)
+
+
+@functools.cache
+def _compiled(fn: Any) -> Any:
+    """torch.compile of the kernel (imports torch._dynamo: seconds, so only when asked for); dynamic shapes, as the
+    last chunk and the temperature vary."""
+    return torch.compile(fn, dynamic=True)
 
 
 def _entropy_grad(z: Tensor, h: Tensor, g: Tensor, temperature: float) -> Tensor:
@@ -112,6 +141,96 @@ class _ChunkedHiddenEntropy(torch.autograd.Function):
                 gb += dz.sum(0)
         cast = lambda g, like: None if g is None else g.to(like.dtype)  # noqa: E731
         return cast(gh, hidden), cast(gw, weight), cast(gb, bias) if bias is not None else None, None, None
+
+
+class _ChunkedLogpEntropy(torch.autograd.Function):
+    """Token log-probs log p(t) = z_t/T - logsumexp(z/T) and (optionally) entropy of (N, V) logits, both from one
+    `_kernel` pass per chunk of tokens; the backward recomputes each chunk's softmax (nothing (chunk x V) is saved):
+    d logp/dz = onehot(t) - p, dH/dz = -p * (log p + H), each times 1/T."""
+
+    @staticmethod
+    def forward(ctx: Any, logits: Tensor, targets: Tensor, chunk: int, temp: float, with_h: bool) -> Any:
+        lp, h, lse = (torch.empty(len(logits), device=logits.device) for _ in range(3))
+        for i in range(0, len(logits), chunk):
+            sl = slice(i, i + chunk)
+            z = logits[sl]
+            if with_h:
+                h[sl], lse[sl] = _kernel(z, temp)
+            else:  # the log-probs alone: the baseline the entropy's cost is measured against
+                lse[sl] = torch.logsumexp(_scaled(z, temp), dim=-1)
+            lp[sl] = z.gather(-1, targets[sl, None]).squeeze(-1).float() / temp - lse[sl]
+        ctx.save_for_backward(logits, targets, h, lse)
+        ctx.chunk, ctx.temperature, ctx.with_h = chunk, temp, with_h
+        ctx.set_materialize_grads(False)
+        return lp, h
+
+    @staticmethod
+    def backward(
+        ctx: Any, g_lp: Tensor | None, g_h: Tensor | None
+    ) -> tuple[Tensor | None, None, None, None, None]:
+        logits, targets, h, lse = ctx.saved_tensors
+        if not ctx.with_h:
+            g_h = None
+        if g_lp is None and g_h is None:
+            return None, None, None, None, None
+        grad = torch.empty_like(logits)
+        for i in range(0, len(logits), ctx.chunk):
+            sl = slice(i, i + ctx.chunk)
+            gl = None if g_lp is None else g_lp[sl].float()
+            gh = None if g_h is None else g_h[sl].float()
+            grad[sl] = _logp_entropy_grad(logits[sl], targets[sl], lse[sl], h[sl], gl, gh, ctx.temperature)
+        return grad, None, None, None, None
+
+
+def _logp_entropy_grad(
+    logits: Tensor,
+    targets: Tensor,
+    lse: Tensor,
+    h: Tensor,
+    g_lp: Tensor | None,
+    g_h: Tensor | None,
+    temp: float,
+) -> Tensor:
+    """dL/dlogits of one chunk (n, V) fp32 from the upstream gradients of log p(t) and H (either may be None)."""
+    logp = logits.to(torch.float32, copy=True)  # our own buffer (`_scaled` may return the input itself)
+    if temp != 1.0:
+        logp.div_(temp)
+    logp.sub_(lse[:, None]).clamp_(min=_LOWEST)
+    p = logp.exp()
+    if g_h is not None:  # -p (log p + H) g_h; p first, so a masked logit's 0 * (lowest float) stays 0
+        grad = logp.add_(h[:, None]).mul_(p).mul_(-g_h[:, None])
+        if g_lp is not None:
+            grad.sub_(p.mul_(g_lp[:, None]))
+    else:
+        assert g_lp is not None
+        grad = p.mul_(-g_lp[:, None])
+    if g_lp is not None:
+        grad.scatter_add_(-1, targets[:, None], g_lp[:, None])
+    return grad.div_(temp) if temp != 1.0 else grad
+
+
+def token_logprobs_and_entropy(
+    logits: Tensor,
+    targets: Tensor,
+    *,
+    with_entropy: bool = True,
+    chunk_size: int = DEFAULT_CHUNK,
+    temperature: float = 1.0,
+) -> tuple[Tensor, Tensor | None]:
+    """(..., V) logits and (...) target token ids -> ((...) fp32 log p(target), (...) fp32 entropy or None), at the
+    given temperature, `chunk_size` tokens at a time; differentiable in the logits (both outputs). The entropy and
+    the log-probs share one logsumexp (`entropy_and_logsumexp`); only (chunk x V) fp32 buffers exist."""
+    _check_chunk(chunk_size)
+    lead, vocab = logits.shape[:-1], logits.shape[-1]
+    if targets.shape != lead:
+        raise ValueError(f"targets: expected shape {tuple(lead)} (the logits' without the vocabulary), got "
+                         f"{tuple(targets.shape)}")  # fmt: skip
+    flat = logits.reshape(-1, vocab)
+    if flat.shape[0] == 0:
+        empty = flat.new_zeros(lead, dtype=torch.float32)
+        return empty, (empty if with_entropy else None)
+    lp, h = _ChunkedLogpEntropy.apply(flat, targets.reshape(-1), chunk_size, temperature, with_entropy)
+    return lp.reshape(lead), (h.reshape(lead) if with_entropy else None)
 
 
 def _check_chunk(chunk_size: int) -> None:

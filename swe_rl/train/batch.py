@@ -3,7 +3,7 @@
 Positions are aligned to tokens: `logp[:, j] = log p(token_j | tokens_<j)` for j >= 1 and 0 at j = 0, so the
 trajectory's loss_mask (1 = policy token) applies to them directly. Observation tokens have mask 0 and therefore
 get no gradient. Logits are produced `chunk` rows at a time from the final hidden states, so the full
-(B, T, vocab) tensor never exists at once.
+(B, T, vocab) tensor never exists at once, and their fp32 softmax only `token_chunk` tokens at a time.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from swe_rl.agent.trajectory import Trajectory, action_token_mask
+from swe_rl.algo.entropy import DEFAULT_CHUNK, token_logprobs_and_entropy
 
 
 @dataclass
@@ -92,12 +93,20 @@ def collate(trajs: list[Trajectory], pad_id: int, max_len: int | None = None) ->
 
 
 def token_logprobs_entropy(
-    model: Any, batch: Batch, *, chunk: int = 16, with_entropy: bool = True, temperature: float = 1.0
+    model: Any,
+    batch: Batch,
+    *,
+    chunk: int = 16,
+    with_entropy: bool = True,
+    temperature: float = 1.0,
+    token_chunk: int = DEFAULT_CHUNK,
 ) -> tuple[Tensor, Tensor | None]:
     """(B, T) log p(token_j | <j) and (B, T) token entropy (None unless with_entropy), token-aligned.
 
-    Runs the transformer body once, then the LM head `chunk` rows at a time. Gradients flow when the caller
-    has grad enabled (the PPO update); the old-policy pass calls this under torch.no_grad().
+    Runs the transformer body once, then the LM head `chunk` rows at a time; each (chunk, T, V) block of logits
+    goes to swe_rl.algo's `token_logprobs_and_entropy` (the one exact-entropy definition, log-probs from the same
+    logsumexp, fp32 `token_chunk` tokens at a time). Gradients flow when the caller has grad enabled (the PPO
+    update); the old-policy pass calls this under torch.no_grad().
     """
     body = model.get_decoder() if hasattr(model, "get_decoder") else model.model
     hidden = body(
@@ -108,16 +117,17 @@ def token_logprobs_entropy(
     lp_rows: list[Tensor] = []
     ent_rows: list[Tensor] = []
     for s in range(0, b, chunk):
-        h = hidden[s : s + chunk, :-1]  # (c, T-1, H): position j-1 predicts token j
-        logits = head(h).float() / temperature  # (c, T-1, V)
-        logp_all = torch.log_softmax(logits, dim=-1)
-        target = batch.input_ids[s : s + chunk, 1:].unsqueeze(-1)
-        lp = logp_all.gather(-1, target).squeeze(-1)  # (c, T-1)
+        logits = head(
+            hidden[s : s + chunk, :-1]
+        )  # (c, T-1, V) in the head's dtype: position j-1 predicts token j
+        lp, ent = token_logprobs_and_entropy(
+            logits, batch.input_ids[s : s + chunk, 1:], with_entropy=with_entropy, chunk_size=token_chunk,
+            temperature=temperature,
+        )  # fmt: skip
         lp_rows.append(torch.nn.functional.pad(lp, (1, 0)))
-        if with_entropy:
-            ent = -(logp_all.exp() * logp_all).sum(-1)  # (c, T-1)
+        if ent is not None:
             ent_rows.append(torch.nn.functional.pad(ent, (1, 0)))
-        del logits, logp_all
+        del logits
     logp = torch.cat(lp_rows, 0)
     entropy = torch.cat(ent_rows, 0) if with_entropy else None
     return logp, entropy
