@@ -99,7 +99,8 @@ class DockerSandboxConfig(SandboxBackendConfig):
     user: str | None = None  # user inside the container; null = image default (usually root)
     ttl: float = Field(
         default=6 * 3600.0, gt=0
-    )  # seconds; main process is `sleep ttl`, then the container is gone
+    )  # seconds; the main process ends after ttl at the latest, then the container is gone
+    owner_lease: bool = True  # the container ends when its creating process is gone (sandboxes/lease.py)
     limits: Limits = Field(default_factory=Limits)  # resource and privilege limits
     pull: Literal["never", "missing"] = "missing"  # pull a missing image when its registry is reachable
     disk_floor_gb: float = Field(default=10.0, ge=0)  # warn before a pull/build when free disk is below this

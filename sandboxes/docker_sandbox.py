@@ -1,8 +1,9 @@
 """DockerSandbox: one container per sandbox, limits on by default, a persistent bash over an attached exec socket.
 
-The container's main process is `sleep TTL` under Docker's init (which reaps orphans), and it is auto-removed when
-it stops, so a forgotten container disappears by itself. Blocking Docker SDK calls run in worker threads; the
-shell stream itself is read on the event loop, so many sandboxes share one thread.
+The container's main process reads the owner's lease stream until it closes or the TTL ends (sandboxes/lease.py;
+`sleep TTL` without a lease) under Docker's init (which reaps orphans), and it is auto-removed when it stops, so a
+container whose owner is gone, or that was forgotten, disappears by itself. Blocking Docker SDK calls run in
+worker threads; the shell stream itself is read on the event loop, so many sandboxes share one thread.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sandboxes import transfer
+from sandboxes import lease, transfer
 from sandboxes.base import (
     EngineUnreachableError,
     ExecResult,
@@ -84,6 +85,7 @@ class DockerSandbox(ShellSandbox):
         self._client = client
         self._janitor = janitor or default_janitor()
         self._expires_at = float("inf")  # unix time the TTL ends (set at create)
+        self._lease: Any = None  # the attached stdin whose close ends the container (owner_lease)
         self.start_wait_s = 0.0  # seconds start() queued for a host-wide start slot
         self.start_s = 0.0  # seconds start() took in all (queue, tries, backoff)
         self._janitor.install()  # here, not in start(): this may be the main thread, start() may not be
@@ -177,6 +179,8 @@ class DockerSandbox(ShellSandbox):
                 raise
             cid = self._create_container(api)
         self.id = cid
+        if self.config.owner_lease:  # attached before start: no moment where the owner could die unnoticed
+            self._lease = lease.hold(api, cid)
         api.start(cid)
 
     def _create_container(self, api: Any) -> str:
@@ -203,13 +207,14 @@ class DockerSandbox(ShellSandbox):
         self._expires_at = time.time() + cfg.ttl
         resp = api.create_container(
             self.image,
-            command=["sleep", str(int(cfg.ttl))],
+            command=lease.main_command(cfg.ttl, cfg.owner_lease),
             name=self.name,
             labels=labels,
             environment=dict(cfg.env) or None,
             working_dir=cfg.workdir,
             user=cfg.user,
             host_config=host_config,
+            **lease.create_options(cfg.owner_lease),
         )
         return resp["Id"]
 
@@ -241,6 +246,8 @@ class DockerSandbox(ShellSandbox):
                     self._client.api.remove_container(self.name, force=True)
 
         await asyncio.to_thread(rm)
+        lease.release(self._lease)
+        self._lease = None
         self._janitor.release(self.name)
 
     # --- shell backend hooks --------------------------------------------------------------------------------
@@ -278,10 +285,17 @@ class DockerSandbox(ShellSandbox):
             return  # a shell that died on its own needs no restart; a dead container shows at the next step
         await self._check_alive()  # never resurrect a container that was killed from outside
         try:  # last resort for a runaway nothing can be exec'd beside: STOPSIGNAL SIGKILL, files are kept
-            await asyncio.to_thread(self._client.api.restart, self.id, timeout=0)
+            await asyncio.to_thread(self._restart_blocking)
         except Exception as e:
             await self._check_alive()
             raise SandboxDiedError("could not kill a runaway command", sandbox_id=self.id, cause=e) from e
+
+    def _restart_blocking(self) -> None:
+        """Restart the container (files kept); the restarted main process reads a new stdin: attach the lease."""
+        self._client.api.restart(self.id, timeout=0)
+        if self._lease is not None:
+            old, self._lease = self._lease, lease.hold(self._client.api, self.id)
+            lease.release(old)
 
     async def _check_alive(self) -> None:
         def state() -> dict[str, Any]:

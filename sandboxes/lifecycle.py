@@ -2,7 +2,8 @@
 
 Three layers, so a container outlives its owner only until the first of them fires:
 1. the janitor removes every container this process still holds at interpreter exit and on SIGINT/SIGTERM;
-2. each container's main process is `sleep TTL` under an init, and it is auto-removed when that exits;
+2. each container's main process reads its owner's lease stream under an init (sandboxes/lease.py): it exits when
+   the owner is gone (any death, on any node) or after TTL, and the container is auto-removed when it exits;
 3. `reap()` (CLI `sandboxes reap`) removes containers whose owner process is gone or whose expiry passed;
    `reap_at_start()`, which every run and pool calls when it starts, removes this host's dead owners' containers.
 """

@@ -29,7 +29,8 @@ import asyncio, sys
 from sandboxes import DockerSandboxConfig, make_sandbox
 
 async def main():
-    sb = make_sandbox(DockerSandboxConfig(image=sys.argv[1], ttl=900), run_id=sys.argv[2])
+    # no owner lease: a SIGKILLed holder's sandbox then stays until its TTL, the case the start-up reap is for
+    sb = make_sandbox(DockerSandboxConfig(image=sys.argv[1], ttl=900, owner_lease=False), run_id=sys.argv[2])
     await sb.start()
     print("READY", sb.name if hasattr(sb, "name") else "", flush=True)
     await asyncio.sleep(600)

@@ -63,9 +63,8 @@ async def test_background_process_outliving_its_command(sbx_cfg):
         assert not r.timed_out and r.exit_code == 0 and r.output == "started\n"
         r = await sb.exec("sleep 1.5; cat /tmp/late; pgrep -c -x sleep")
         assert "No such file" in r.output  # killed with its command's process group
-        assert (
-            r.output.split()[-1] == "2"
-        )  # the TTL sleep and the setsid one, which left the group on purpose
+        # the setsid one, which left the group on purpose (the container's main process is the lease reader)
+        assert r.output.split()[-1] == "1"
     async with make_sandbox(sbx_cfg(kill_background=False)) as sb:
         r = await sb.exec(f"{child} echo started", timeout=20)
         assert not r.timed_out and r.output == "started\n"
@@ -83,7 +82,7 @@ async def test_stopped_inside_timeout_falls_back_to_client_deadline(sbx_cfg, sbx
         r = await sb.exec("kill -STOP $PPID; echo stopped-timeout; sleep 300", timeout=limit)
         assert r.timed_out and r.exit_code == -1 and "stopped-timeout" in r.output
         r = await sb.exec("pwd; echo $KEPT; pgrep -c sleep")  # new shell, state restored, runaway gone
-        assert r.output == "/tmp\nyes\n1\n", r.output  # the one sleep left is the container's TTL process
+        assert r.output == "/tmp\nyes\n0\n", r.output  # no sleep left (the main process is the lease reader)
 
 
 # The race behind that test's flake: the session kill of a client deadline can catch the parent shell after its
@@ -123,7 +122,7 @@ async def test_cancelled_exec_leaves_a_usable_shell(sbx_cfg):
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(sb.exec("sleep 300"), 0.5)
         r = await sb.exec("echo fine; pgrep -c sleep")
-        assert r.output == "fine\n1\n"
+        assert r.output == "fine\n0\n"
 
 
 async def test_container_killed_from_outside_raises(sbx_cfg, sbx_docker_client):

@@ -26,7 +26,8 @@ _HOLDER = """
 import asyncio, sys
 from sandboxes import DockerSandboxConfig, Limits, make_sandbox
 
-cfg = DockerSandboxConfig(image=sys.argv[1], ttl=600, limits=Limits(memory="128m", pids=64))
+lease = sys.argv[4] == "lease"  # without the owner lease (the reaper's case), a SIGKILLed holder leaves them
+cfg = DockerSandboxConfig(image=sys.argv[1], ttl=600, limits=Limits(memory="128m", pids=64), owner_lease=lease)
 
 async def main():
     boxes = [make_sandbox(cfg, run_id=sys.argv[2]) for _ in range(3)]
@@ -47,8 +48,8 @@ else:  # sync facade: start() runs in the facade's loop thread, not the main thr
 """
 
 
-def _spawn_holder(image: str, run_id: str, mode: str = "async") -> subprocess.Popen:
-    argv = [sys.executable, "-c", _HOLDER, image, run_id, mode]
+def _spawn_holder(image: str, run_id: str, mode: str = "async", lease: bool = True) -> subprocess.Popen:
+    argv = [sys.executable, "-c", _HOLDER, image, run_id, mode, "lease" if lease else "no-lease"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     assert line.strip() == "READY", f"holder did not start: {line!r}"
@@ -85,8 +86,8 @@ def test_signal_to_holder_removes_its_sandboxes(sbx_cfg, sbx_docker_client, sig,
 
 def test_reap_removes_sandboxes_of_a_dead_owner_and_expired_ones(sbx_cfg, sbx_docker_client):
     run_id = f"reap-{os.getpid()}"
-    proc = _spawn_holder(sbx_cfg().image, run_id)
-    proc.kill()  # SIGKILL: no cleanup can run, the containers stay behind
+    proc = _spawn_holder(sbx_cfg().image, run_id, lease=False)
+    proc.kill()  # SIGKILL: no cleanup can run and no owner lease ends them, the containers stay behind
     proc.wait()
     left = list_managed(sbx_docker_client, run_id=run_id)
     assert len(left) == 3
@@ -110,12 +111,15 @@ async def test_live_sandbox_survives_reap_until_it_expires(sbx_cfg, sbx_docker_c
 async def test_container_expires_by_itself(sbx_cfg, sbx_docker_client):
     run_id = f"ttl-{os.getpid()}"
     async with make_sandbox(sbx_cfg(ttl=2), run_id=run_id) as sb:
-        r = await sb.exec("ps -o args= -p 1; ps -o args= -C sleep")  # an init, whose child is the TTL sleep
-        assert r.output.split("\n")[:2] == ["/sbin/docker-init -- sleep 2", "sleep 2"], r.output
+        # an init, whose one child is the lease reader with the TTL as its read timeout
+        r = await sb.exec("ps -o args= -p 1; ps -o args= --ppid 1")
+        lines = r.output.split("\n")
+        assert lines[0].startswith("/sbin/docker-init -- bash") and lines[0].endswith("sandbox-lease 2"), r.output
+        assert lines[1].endswith("sandbox-lease 2") and len(lines) == 3, r.output
         deadline = time.monotonic() + 30
         while list_managed(sbx_docker_client, run_id=run_id) and time.monotonic() < deadline:
             await asyncio.sleep(0.5)
-        assert list_managed(sbx_docker_client, run_id=run_id) == []  # sleep TTL ended, auto-removed
+        assert list_managed(sbx_docker_client, run_id=run_id) == []  # the TTL ended, auto-removed
         with pytest.raises(SandboxTimeoutError, match="ttl=2s"):
             await sb.exec("true")
         with pytest.raises(SandboxTimeoutError):
