@@ -79,6 +79,11 @@ from swe_rl.gateway.cli import gateway_command  # noqa: E402
 
 app.command("gateway")(gateway_command)
 
+# view: a run's static HTML viewer (swe_rl/view/cli.py)
+from swe_rl.view.cli import view_command  # noqa: E402
+
+app.command("view")(view_command)
+
 
 if __name__ == "__main__":
     app()
