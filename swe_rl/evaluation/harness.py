@@ -153,6 +153,7 @@ def official_result(iid: str, report: dict[str, Any], summary: dict[str, Any]) -
 def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> None:
     """swebench's run_evaluation over run r's patches, for the instances without a grading record."""
     from swe_rl.grading import check_official, label_suspicious, run_official
+    from swe_rl.integrity.tripwire import TestCode
 
     loaded = {t.instance_id: run.load_trajectory(r, t.instance_id) for t in tasks}
     trajs = {iid: tr for iid, tr in loaded.items() if tr is not None}
@@ -183,9 +184,8 @@ def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> 
             if t.instance_id in graded_ids:
                 res = official_result(t.instance_id, reports.get(t.instance_id, {}), summary)
                 res = check_official(res, t, tr.patch)  # a patch-edited conftest.py etc.: no evidence
-                res = label_suspicious(
-                    res, tr.patch
-                )  # the static tripwire (no trusted check in swebench's run)
+                # the static tripwire (no trusted check in swebench's run); test code: the task's test files
+                res = label_suspicious(res, tr.patch, test_code=TestCode.of_task(t.test_patch))
             else:  # empty patch: unresolved, nothing to run (swebench lists it under empty_patch_ids)
                 res = RewardResult(0.0, False, {"empty_patch": True}, "", None)
             tr.reward, tr.resolved = res.reward, res.resolved

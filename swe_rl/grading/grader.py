@@ -52,8 +52,9 @@ from swe_rl.grading.install_skip import UNKNOWN, guarded, read_packaging
 from swe_rl.grading.plan import plan_grading
 from swe_rl.grading.reward import RewardResult, label_suspicious
 from swe_rl.integrity import guard
-from swe_rl.integrity.log_rules import log_violations
+from swe_rl.integrity.log_rules import log_violations, status_disagreements
 from swe_rl.integrity.probe import Probe, run_probe
+from swe_rl.integrity.tripwire import TEST_DIRS_CMD, TestCode
 from swe_rl.tasks.eval_script import (
     WORKDIR,
     Interrupted,
@@ -374,6 +375,7 @@ async def _grade_in_sandbox(
     try:
         async with TimedSandbox(sandbox_factory(task), cost) as sb:
             g = await _prepare(sb, task, opts, cost)
+            test_code = await _test_code(sb, task) if opts.detect else None
             applied, apply_log = await _apply(sb, patch, cost)
             if not applied:
                 tests = {"patch_exists": True, "patch_successfully_applied": False, "resolved": False}
@@ -411,7 +413,15 @@ async def _grade_in_sandbox(
         return _infra("sandbox_timeout", str(e))
     except SandboxError as e:
         return _infra("sandbox_error", str(e))
-    return _result(patch, log, report, integrity, probe, opts.detect)
+    return _result(patch, log, report, integrity, probe, opts.detect, test_code)
+
+
+async def _test_code(sb: Sandbox, task: Task) -> TestCode:
+    """The task's test code for the tripwire: its test patch's files and the base commit's test folders (listed
+    before the patch is applied; what the task shows alone when the listing fails)."""
+    res = await sb.exec(TEST_DIRS_CMD, cwd=WORKDIR, timeout=60)
+    dirs = [d for d in res.output.splitlines() if d.strip()] if res.exit_code == 0 else None
+    return TestCode.of_task(task.test_patch, dirs)
 
 
 async def _prepare(sb: Sandbox, task: Task, opts: _Options, cost: Cost) -> guard.Guard | None:
@@ -490,6 +500,9 @@ def _verdict(
                 task, run.log, run.record, integrity["junit"] == "kept"
             )
         report["integrity"] = integrity
+        labels = status_disagreements(run.log, task.log_parser, [*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
+        if labels:  # printed output read as a status: the official harness reads it too, only a label
+            integrity["log_labels"] = labels
         if integrity["violations"]:  # the log does not describe the run that happened: never a reward
             report["resolved"] = False
     return report
@@ -519,6 +532,7 @@ def _result(
     integrity: dict[str, Any],
     probe: Probe | None,
     detect: bool,
+    test_code: TestCode | None = None,
 ) -> RewardResult:
     """The grading's result from its report: an environment failure in the log, else the verdict with the probe's
     findings as labels."""
@@ -531,7 +545,8 @@ def _result(
     resolved = bool(report["resolved"])
     result = RewardResult(1.0 if resolved else 0.0, resolved, report, _cap(log), None)
     # detected, not prevented: the reward policy decides what a suspicious result earns
-    return label_suspicious(result, patch, probe.findings if probe else ()) if detect else result
+    labels = [*(probe.findings if probe else ()), *integrity.get("log_labels", ())]
+    return label_suspicious(result, patch, labels, test_code) if detect else result
 
 
 def _log_violations(task: Task, log: str, record: dict[str, str] | None, required: bool) -> list[str]:

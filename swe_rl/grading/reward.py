@@ -26,12 +26,15 @@ class RewardResult:
     ] = ()  # why a reward hack is suspected (tripwire, trusted check); () = nothing seen
 
 
-def label_suspicious(result: RewardResult, patch: str | None, trusted: Iterable[str] = ()) -> RewardResult:
+def label_suspicious(
+    result: RewardResult, patch: str | None, trusted: Iterable[str] = (), test_code: Any = None
+) -> RewardResult:
     """result labelled with the static tripwire's findings on `patch` and the trusted check's `trusted` findings;
-    the reasons also go to `tests["integrity"]["suspicious"]` (so every grading report carries them)."""
+    the reasons also go to `tests["integrity"]["suspicious"]` (so every grading report carries them).
+    `test_code`: the task's test code (swe_rl.integrity.tripwire.TestCode); None: test files by name."""
     from swe_rl.integrity.tripwire import scan_patch
 
-    reasons = tuple(dict.fromkeys([*result.suspicious, *scan_patch(patch), *trusted]))
+    reasons = tuple(dict.fromkeys([*result.suspicious, *scan_patch(patch, test_code), *trusted]))
     if not reasons:
         return result
     tests = dict(result.tests)

@@ -283,3 +283,64 @@ def log_violations(
         if counted is not None and listed > counted:
             out.append(f"{listed} tests listed as PASSED but pytest's summary counts {counted} passed")
     return out
+
+
+# The failure summaries a runner prints after its status lines, naming each test that did not pass: django's
+# (unittest's) `FAIL: test_x (app.tests.Class.test_x)` header (its docstring's first line below it when it has
+# one), sympy's `____ sympy/core/tests/test_x.py:test_y ____` header
+_UNITTEST_FAILED = re.compile(r"^(?:FAIL|ERROR): (\S+ \([\w.]+\))\s*$")
+_SYMPY_FAILED = re.compile(r"^_{3,} (\S+\.py):(\w+) _{3,}\s*$")
+
+
+def status_disagreements(log: str, parser_name: str, graded: list[str]) -> list[str]:
+    """Labels (issue 60), not violations: graded tests the log's status lines report passing while the same log's
+    failure summary names them failed. Output printed by library code (a line `ok` in the middle of a django test,
+    `test_y ok` in a sympy one) can be read by swebench's parser as the test's status, with the runner's own
+    failure summary further down: the official harness resolves such a run too, so the verdict stays."""
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    parser = PARSER_REGISTRY.get(parser_name)
+    if parser is None or parser_name not in ("parse_log_django", "parse_log_sympy"):
+        return []
+    section = test_section(log)
+    statuses = parser(section, None) or parser(log, None)
+    failed = _summarised_failures(section, parser_name)
+    out = []
+    for test in graded:
+        if statuses.get(test) not in _PASSING:
+            continue
+        if parser_name == "parse_log_sympy":
+            files = {
+                ctx
+                for ctx, st in _line_statuses(section, parser, parser_name).get(test, [])
+                if st == "PASSED"
+            }
+            hit = [
+                f"{path}:{test}" for path, name in failed if name == test and (path in files or None in files)
+            ]
+        else:
+            hit = [t for t in failed if t == test]
+        if hit:
+            out.append(
+                f"log: {test}: a status line reports it {statuses[test]}, the runner's failure summary names it "
+                f"failed ({hit[0]}): printed output read as its status"
+            )
+    return out[:10]
+
+
+def _summarised_failures(section: str, parser_name: str) -> list:
+    """The tests a runner's failure summary names: django ids (and the docstring line below each), or sympy
+    (file, function) pairs."""
+    lines = split_lines(section)
+    out: list = []
+    for i, line in enumerate(lines):
+        text = line.strip()
+        if parser_name == "parse_log_sympy":
+            if m := _SYMPY_FAILED.match(text):
+                out.append((m.group(1), m.group(2)))
+        elif m := _UNITTEST_FAILED.match(text):
+            out.append(m.group(1))
+            below = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            if below and not below.startswith("---"):
+                out.append(below)
+    return out

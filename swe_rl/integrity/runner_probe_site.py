@@ -54,6 +54,9 @@ _OBSERVER = "__swe_rl_assert_" + _NONCE + "__"  # a dunder: never mangled inside
 _CURRENT = [""]  # the selected test running now
 _INSTALLED = []  # type: list  # (test file globals, name, observer) of the observed asserts
 _SCOPE = _V.Scope(_DIR)
+# frame access by patched code (trusted_frames.py), the lines the patch wrote
+_F = importlib.import_module("swe_rl_tf_" + _NONCE)
+_SCOPE.patched = _F.Patched(_DIR, _SCOPE)
 _ROOT, _SELECT, _KIND = _SCOPE.root, _SCOPE.select, _SCOPE.kind
 _NOTES = []  # type: list
 _FINDINGS = []  # type: list
@@ -145,6 +148,18 @@ def _probe_operands(test, first, second):
         _NOTES.append(f"probe error in assertEqual: {type(e).__name__}: {e}")
 
 
+def _probe_class(test, obj):
+    """assertIsInstance's object whose class-reporting lies (trusted_same.class_lie), when the test did not write
+    it."""
+    try:
+        written = _A.written_at_call(sys._getframe(2), "assertIsInstance", 2, _SCOPE)
+        if written is None or not written[0]:
+            for _side, _, why in _V.judge_operands("arg", obj, None, (False, True), _SCOPE):
+                _FINDINGS.append(f"{test.id()}: assertIsInstance operand ({type(obj).__name__}) {why}")
+    except Exception as e:
+        _NOTES.append(f"probe error in assertIsInstance: {type(e).__name__}: {e}")
+
+
 def _install_unittest():
     import unittest.case
     import unittest.result
@@ -157,7 +172,11 @@ def _install_unittest():
     def swe_rl_run(self, result=None):
         if result is None:
             return run(self, result)
-        return run(self, _Recorder(result, self))  # type: ignore[arg-type]
+        _CURRENT[0] = self.id()
+        try:
+            return run(self, _Recorder(result, self))  # type: ignore[arg-type]
+        finally:
+            _CURRENT[0] = ""
 
     def swe_rl_add_test(self, test):
         # unittest's own stand-ins (_FailedTest: a module that did not import) always stay
@@ -172,6 +191,13 @@ def _install_unittest():
         _probe_operands(self, first, second)
         return equal(self, first, second, *args, **kwargs)
 
+    is_instance = unittest.case.TestCase.assertIsInstance
+
+    def swe_rl_assert_is_instance(self, obj, cls, *args, **kwargs):
+        _probe_class(self, obj)
+        return is_instance(self, obj, cls, *args, **kwargs)
+
+    unittest.case.TestCase.assertIsInstance = swe_rl_assert_is_instance  # type: ignore[method-assign]
     unittest.case.TestCase.run = swe_rl_run  # type: ignore[method-assign]
     unittest.case.TestCase.assertEqual = swe_rl_assert_equal  # type: ignore[method-assign]
     unittest.suite.BaseTestSuite.addTest = swe_rl_add_test  # type: ignore[method-assign]
@@ -196,11 +222,13 @@ def _observed(func, path):
         try:
             out = func(*args, **kwargs)
         except BaseException as e:
+            _CURRENT[0] = ""
             _emit({"type": "outcome", "test": func.__name__, "names": [func.__name__], "file": path,
                    "outcome": _sympy_outcome(e), "detail": type(e).__name__})  # fmt: skip
             raise
         _emit({"type": "outcome", "test": func.__name__, "names": [func.__name__], "file": path,
                "outcome": "passed", "detail": ""})  # fmt: skip
+        _CURRENT[0] = ""
         return out
 
     return test
@@ -328,6 +356,7 @@ def _end_checks():
     """(name, check) of the end-of-run checks, each returning findings."""
     yield "classes", lambda: _V.repo_classes_saying_yes(_SCOPE)
     yield "runner code", lambda: _V.runner_rebound(_SCOPE, {})
+    yield "frames", lambda: [] if _WATCH.attr_events else _F.named_frames(_SCOPE.patched)
     yield (
         "observer",
         lambda: [
@@ -370,8 +399,11 @@ def _chain():
         sys.path[:] = saved
 
 
+# installed before any code of the repository runs; an audit hook cannot be removed
+_WATCH = _F.FrameWatch(_SCOPE.patched, lambda: _CURRENT[0], _FINDINGS.append)
 if _KEY is not None:
     try:
+        _WATCH.install()
         if _KIND == "unittest":
             _install_unittest()
         elif _KIND == "sympy":

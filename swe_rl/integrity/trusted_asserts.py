@@ -272,6 +272,12 @@ class Rewriter(ast.NodeTransformer):
     def visit_Assert(self, node):
         self.generic_visit(node)
         test = node.test
+        call = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
+        if isinstance(
+            call, ast.Call
+        ):  # a bare truth test (`assert isinstance(x, T)`): its arguments observed
+            call.args = [self._arg(a, node.lineno) for a in call.args]
+            return ast.fix_missing_locations(node)
         if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]).__name__ in _OPS):
             return node
         left, right = test.left, test.comparators[0]
@@ -283,6 +289,15 @@ class Rewriter(ast.NodeTransformer):
         )
         node.test = ast.copy_location(call, test)
         return ast.fix_missing_locations(node)
+
+    def _arg(self, arg, line):
+        """`observer(arg, None, ("arg", written, True, line))`: the argument's value shown to the value checks."""
+        if type(arg).__name__ == "Starred":
+            return arg
+        info = ("arg", self.written.expr(arg, tuple(self.funcs)), True, line)
+        call = ast.Call(func=ast.Name(id=self.name, ctx=ast.Load()), args=[arg, _const(None), _const(info)],
+                        keywords=[])  # fmt: skip
+        return ast.copy_location(call, arg)
 
 
 def observed_module(path, module_globals, scope, observer_name):
@@ -339,6 +354,10 @@ def make_observer(check):
     written_left, written_right, line)` (whose errors are its own), and returns the comparison's result."""
 
     def observe(left, right, info):
+        if info[0] == "arg":  # an argument of a bare truth test: shown, handed back unchanged
+            with contextlib.suppress(Exception):
+                check(*info[:1], left, right, *info[1:])
+            return left
         result = apply(info[0], left, right)
         with contextlib.suppress(Exception):  # the observer's failure never changes the test
             check(info[0], left, right, info[1], info[2], info[3])

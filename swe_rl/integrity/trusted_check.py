@@ -39,6 +39,8 @@ VALUES = Path(__file__).with_name("trusted_values.py")  # shared by both observe
 ASSERTS = Path(__file__).with_name(
     "trusted_asserts.py"
 )  # the probe's own assertion observer, shipped beside them
+FRAMES = Path(__file__).with_name("trusted_frames.py")  # frame access by patched code, outcomes' origin
+SAME = Path(__file__).with_name("trusted_same.py")  # equal, but not the same value; class-reporting lies
 KINDS = ("pytest", "unittest", "sympy")
 # git, not the repository's config, lists what the patch left in the tree (quoted paths, external diff drivers off)
 _GIT = "GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -c core.quotepath=off"
@@ -110,11 +112,17 @@ def install_script(
     agent = base64.b64encode((PLUGIN if check.kind == "pytest" else SITE).read_bytes()).decode()
     values = base64.b64encode(VALUES.read_bytes()).decode()
     asserts = base64.b64encode(ASSERTS.read_bytes()).decode()
+    shipped = " && ".join(
+        f"printf %s {base64.b64encode(path.read_bytes()).decode()} | base64 -d > {d}/swe_rl_{short}_{check.nonce}.py"
+        for short, path in (("tf", FRAMES), ("ts", SAME))
+    )
     doc = {"root": workdir, "select": select, "kind": check.kind, "runner": sorted(runner or [])}
     scope = base64.b64encode(json.dumps(doc).encode()).decode()
     touched = f"{_GIT} diff --name-only --no-renames -z HEAD; {_GIT} ls-files --others -z -- '*.py'"
+    # the lines the patch added or changed (trusted_frames.Patched): new-side hunk ranges, no context
+    diff = f"{_GIT} diff -U0 --no-renames --no-ext-diff --no-color HEAD > {d}/diff"
     return (
-        f"mkdir -p {d} && {{ {touched}; }} > {d}/touched && "
+        f"mkdir -p {d} && {{ {touched}; }} > {d}/touched && {{ {diff} || :; }} && {shipped} && "
         f"printf %s {agent} | base64 -d > {d}/{check.module}.py && printf %s {values} | base64 -d > "
         f"{d}/{check.values_module}.py && printf %s {asserts} | base64 -d > {d}/{check.asserts_module}.py"
         f" && printf %s {scope} | base64 -d > {d}/scope.json"

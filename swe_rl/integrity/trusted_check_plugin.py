@@ -58,6 +58,9 @@ _A = importlib.import_module(__name__.replace("swe_rl_tc_", "swe_rl_ta_", 1))
 # a dunder name: inside a class body a name with two leading underscores only would be mangled
 _OBSERVER = __name__.replace("swe_rl_tc_", "__swe_rl_assert_", 1) + "__"
 _SCOPE = _V.Scope(_DIR)
+# frame access by patched code and where outcomes were raised (trusted_frames.py), the lines the patch wrote
+_F = importlib.import_module(__name__.replace("swe_rl_tc_", "swe_rl_tf_", 1))
+_SCOPE.patched = _F.Patched(_DIR, _SCOPE)
 _Fresh, _code_of = _V.Fresh, _V.code_of
 
 
@@ -76,6 +79,8 @@ class _State:
 
 
 _STATE = _State()
+_RUNNING = [""]  # the node id of the test whose phases run now ("" between tests)
+_MARKS = {}  # type: dict  # node id -> the names of its markers when it was collected (the test's own code)
 
 
 def _emit(payload):
@@ -130,6 +135,12 @@ def _add(finding):
     found = _STATE.findings
     if finding not in found and len(found) < _MAX_FINDINGS:
         found.append(finding)
+
+
+# installed before any code of the repository is imported; an audit hook cannot be removed
+_WATCH = _F.FrameWatch(_SCOPE.patched, lambda: _RUNNING[0], _add)
+if _KEY is not None:
+    _WATCH.install()
 
 
 def _resolve(dotted):
@@ -232,8 +243,34 @@ def pytest_collection_modifyitems(session, config, items):
 
 def pytest_runtest_setup(item):
     if item.config is _STATE.config:
-        _STATE.item = item.nodeid
+        _STATE.item = _RUNNING[0] = item.nodeid
         _STATE.tests += 1
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    _RUNNING[0] = ""
+
+
+def _outcome_origin(item, call, rep):
+    """A selected test that ended skipped, xfail or xpass where its own code does not say so: the outcome raised
+    by library code (the first repository frame from where it was raised is not a test file), or an xfail marker
+    that was not on the test when it was collected."""
+    exc = getattr(call, "excinfo", None)
+    if exc is not None and exc.type.__name__ in ("Skipped", "XFailed", "SkipTest"):
+        found = _F.raised_at(exc.tb, _SCOPE.patched, _FRAMEWORK_DIRS, repo_only=True)
+        own = _SCOPE.rel(str(getattr(item, "path", None) or getattr(item, "fspath", "")))
+        if (
+            found is not None
+            and found[0] != own
+            and not (_A.is_test_file(found[0]) and found[0] not in _SCOPE.touched)
+        ):
+            where = f"{found[0]}:{found[1]} `{_F._source_line(_SCOPE.root, found[0], found[1])}`"
+            _add(f"{item.nodeid}: ended {exc.type.__name__} ({call.when}), raised by library code at {where}; "
+                 "the test's own code does not skip or xfail it")  # fmt: skip
+    if getattr(rep, "wasxfail", None) is not None and "xfail" not in _MARKS.get(item.nodeid, ("xfail",)):
+        _add(
+            f"{item.nodeid}: ended xfail by an xfail marker added while the tests ran (not in the test's code)"
+        )
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -248,6 +285,7 @@ def pytest_runtest_makereport(item, call):
         rep = outcome.get_result()
         if getattr(rep, "wasxfail", None) is not None or kind in ("Skipped", "XFailed", "SkipTest"):
             kind = "skipped or xfail"
+        _outcome_origin(item, call, rep)
         prev = _STATE.outcomes.get(item.nodeid)
         if call.when == "call" or (kind != "passed" and prev in (None, "passed")):
             _STATE.outcomes[item.nodeid] = kind if call.when == "call" else f"{kind} in {call.when}"
@@ -328,6 +366,14 @@ def _check_runner_code():
         _add(f"the assertion observer {name} was replaced in a test module")
 
 
+def _check_named_frames():
+    if (
+        not _WATCH.attr_events
+    ):  # this Python reports no tb_frame/gi_frame reads: the patched code read instead
+        for finding in _F.named_frames(_SCOPE.patched):
+            _add(finding)
+
+
 def _check_classes():
     for finding in _V.repo_classes_saying_yes(_SCOPE, _FRAMEWORK_DIRS):
         _add(finding)
@@ -387,6 +433,9 @@ def pytest_collection_finish(session):
         _check_test_code(session.items, config)
         _observe_asserts(session.items)
         _RUNNER_CODE.update(_V.runner_code(_SCOPE))
+        for item in session.items:  # iter_markers: pytest >= 3.6 (older: no marker check)
+            if hasattr(item, "iter_markers"):
+                _MARKS[item.nodeid] = {m.name for m in item.iter_markers()}
     except Exception as e:
         _note("collection_finish", e)
 
@@ -411,6 +460,7 @@ def pytest_unconfigure(config, _state=_STATE, _found=_STATE.findings, _mod=sys.m
         lambda: _check_plugins(config),
         _check_classes,
         _check_runner_code,
+        _check_named_frames,
     ):
         try:
             check()

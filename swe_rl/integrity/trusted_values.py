@@ -345,7 +345,36 @@ def judge_operands(op, left, right, written, scope):
             if side in produced and holds_untrusted(suspect, sides[side]):
                 why = f"answers {op!r} by its own methods, its plain value does not"
                 out.append((side, sides[side], why))
+        out += _not_the_same(op, sides, produced, scope)
     return out
+
+
+def _not_the_same(op, sides, produced, scope):
+    """Issue 60: a produced side whose class-reporting lies, or that equals the test's expected value without
+    being the same value (trusted_same)."""
+    same = _sibling("ts", "trusted_same")
+    out = []
+    for side in produced:
+        why = same.class_lie_deep(sides[side], scope)
+        if why:
+            out.append((side, sides[side], why))
+    if op == "==" and len(produced) == 1:
+        side = produced[0]
+        other = sides["right" if side == "left" else "left"]
+        if truthy(lambda: sides["left"] == sides["right"]):
+            why = same.not_same(sides[side], other, scope)
+            if why:
+                out.append((side, sides[side], why))
+    return out
+
+
+def _sibling(short, name):
+    """A module shipped beside this one under the same nonce (or, on the host, its package's)."""
+    import importlib
+
+    if __name__.startswith("swe_rl_tv_"):
+        return importlib.import_module(__name__.replace("swe_rl_tv_", f"swe_rl_{short}_", 1))
+    return importlib.import_module(f"swe_rl.integrity.{name}")
 
 
 def says_yes_plainly(op, left, right, opaque):
