@@ -35,7 +35,9 @@ def find_chromium() -> str | None:
 class Chromium:
     """`with Chromium() as b: b.open(url); b.eval("document.title")`; one tab, a fresh empty profile."""
 
-    def __init__(self, width: int = 1280, height: int = 900, binary: str | None = None, timeout: float = 60.0):
+    def __init__(
+        self, width: int = 1280, height: int = 900, binary: str | None = None, timeout: float = 60.0
+    ):
         from websockets.sync.client import connect
 
         self.binary = binary or find_chromium()
@@ -43,11 +45,19 @@ class Chromium:
             raise BrowserError("no Chromium found (apt-get install chromium; `make test-view` installs it)")
         self.timeout = timeout
         self.profile = Path(tempfile.mkdtemp(prefix="swe-rl-view-chromium-"))
-        args = [self.binary, *FLAGS, f"--user-data-dir={self.profile}", f"--window-size={width},{height}", "about:blank"]
+        args = [
+            self.binary,
+            *FLAGS,
+            f"--user-data-dir={self.profile}",
+            f"--window-size={width},{height}",
+            "about:blank",
+        ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             port = self._port()
-            pages = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+            pages = json.loads(
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read()
+            )
             ws = next(p["webSocketDebuggerUrl"] for p in pages if p.get("type") == "page")
             self.ws = connect(ws, max_size=None, open_timeout=10)
         except Exception:
@@ -104,7 +114,11 @@ class Chromium:
 
     def requested(self) -> list[str]:
         """Every URL requested since the last open()."""
-        return [e["params"]["request"]["url"] for e in self.events if e.get("method") == "Network.requestWillBeSent"]
+        return [
+            e["params"]["request"]["url"]
+            for e in self.events
+            if e.get("method") == "Network.requestWillBeSent"
+        ]
 
     def screenshot(self, path: str | Path, full: bool = True, max_height: int = 8000) -> Path:
         params: dict[str, Any] = {"format": "png"}

@@ -9,6 +9,7 @@ temporary name and renamed, so a browser reading the site during a rebuild sees 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -22,10 +23,17 @@ from swe_rl.evaluation.report import Episode as ReportEpisode
 from swe_rl.view.episode import ROW_COLUMNS, Episode, load_episode
 from swe_rl.view.episode_page import render_episode
 from swe_rl.view.index_page import data_js, render_index, summary
-from swe_rl.view.load import RunInfo, Source, scan
+from swe_rl.view.load import Source, scan
 
 ASSETS = Path(__file__).with_name("assets")
-MANIFEST_VERSION = 1
+
+
+def _code_digest() -> str:
+    """The viewer's own code: a manifest made by other code renders every page again."""
+    h = hashlib.sha256()
+    for f in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 @dataclass
@@ -71,7 +79,7 @@ def _load_manifest(view: Path) -> dict[str, Any]:
         data = json.loads((view / ".manifest.json").read_text())
     except (OSError, json.JSONDecodeError):
         return {}
-    return data.get("pages", {}) if data.get("version") == MANIFEST_VERSION else {}
+    return data.get("pages", {}) if data.get("code") == _code_digest() else {}
 
 
 def build_site(
@@ -81,7 +89,9 @@ def build_site(
     t0 = time.monotonic()
     info = scan(run_dir)
     view = Path(out) if out is not None else info.root / "view"
-    root_rel = os.path.relpath(info.root.resolve(), (view / "episodes" / "g").resolve()).replace(os.sep, "/") + "/"
+    root_rel = (
+        os.path.relpath(info.root.resolve(), (view / "episodes" / "g").resolve()).replace(os.sep, "/") + "/"
+    )
     old = _load_manifest(view)
     pages: dict[str, Any] = {}
     rows: list[list[Any]] = []
@@ -97,7 +107,9 @@ def build_site(
             try:
                 ep = load_episode(info, src, cache)
             except (ValueError, TypeError, KeyError) as e:  # one unreadable episode: said, the rest is built
-                info.warnings.append(f"{src.files[0] if src.files else src.key}: left out ({type(e).__name__}: {e})")
+                info.warnings.append(
+                    f"{src.files[0] if src.files else src.key}: left out ({type(e).__name__}: {e})"
+                )
                 continue
             atomic_write(target, render_episode(ep, info.name, root_rel))
             entry = {"sig": sig, "row": ep.row(), "report": _report_episode(ep)}
@@ -106,13 +118,14 @@ def build_site(
         rows.append(entry["row"])
         if on_page is not None:
             on_page(i + 1, len(info.sources))
-    for key in set(old) - set(pages):  # an episode gone from the run (a re-run episode moved, a folder cleaned)
+    # an episode gone from the run (a folder cleaned, a file renamed): its page goes too
+    for key in set(old) - set(pages):
         (view / "episodes" / f"{key}.html").unlink(missing_ok=True)
     report = summary(info, [_as_report(p["report"]) for p in pages.values()])
     _copy_assets(view)
     atomic_write(view / "index-data.js", data_js(ROW_COLUMNS, rows))
     atomic_write(view / "index.html", render_index(info, report, len(rows)))
-    atomic_write(view / ".manifest.json", json.dumps({"version": MANIFEST_VERSION, "pages": pages}))
+    atomic_write(view / ".manifest.json", json.dumps({"code": _code_digest(), "pages": pages}))
     return BuildResult(view, len(rows), rendered, info.warnings, time.monotonic() - t0, report)
 
 
@@ -126,7 +139,3 @@ def _copy_assets(view: Path) -> None:
     for f in ASSETS.iterdir():
         if f.is_file() and not f.name.startswith("."):
             shutil.copyfile(f, dest / f.name)
-
-
-def describe(info: RunInfo) -> str:
-    return f"{info.kind} run {info.name}: {len(info.sources)} episodes"

@@ -10,8 +10,12 @@ import typer
 
 
 def view_command(
-    run_dir: Path = typer.Argument(..., help="a run folder: swe-rl eval's or train's runs/<name>, or a swe-rl grade --out"),
-    out: Path = typer.Option(None, "--out", help="write the site here instead of RUN_DIR/view (a read-only run)"),
+    run_dir: Path = typer.Argument(
+        ..., help="a run folder: swe-rl eval's or train's runs/<name>, or a swe-rl grade --out"
+    ),
+    out: Path = typer.Option(
+        None, "--out", help="write the site here instead of RUN_DIR/view (a read-only run)"
+    ),
     serve: bool = typer.Option(False, "--serve", help="then serve it on http://127.0.0.1:PORT until Ctrl-C"),
     port: int = typer.Option(8765, "--port", help="port for --serve (0: any free one)"),
 ) -> None:

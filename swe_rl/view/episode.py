@@ -139,13 +139,15 @@ def _line_episode(info: RunInfo, src: Source, cache: dict[str, Any]) -> Episode:
 
 
 def _grade_episode(root: Path, src: Source) -> Episode:
-    iid = src.extra.get("id") or Path(src.files[0]).parent.name
+    iid = str(src.extra.get("id") or Path(src.files[0]).parent.name)
     report = _read_json(root / iid / "report.json") if src.files else None
     failure_doc = _read_json(root / iid / "failure.json") if src.files else None
     tests: dict[str, Any] = {}
-    reward, failure, resolved = None, None, False
+    reward: float | None = None
+    failure: str | None = None
+    resolved = False
     if isinstance(report, dict):
-        tests = report.get(iid) or next(iter(report.values()), {})
+        tests = report.get(iid) or (list(report.values()) or [{}])[0]
         reward, failure, resolved = tests.get("reward"), tests.get("failure"), bool(tests.get("resolved"))
     elif isinstance(failure_doc, dict):
         tests = failure_doc.get("tests") or {}
@@ -216,7 +218,9 @@ def _reasoning(reply: str) -> str:
     return head.replace("<think>", "").replace("</think>", "\n").strip()
 
 
-def _span_entropy(entropy: list[float] | None, mask: list[int] | None, span: list[int] | None) -> float | None:
+def _span_entropy(
+    entropy: list[float] | None, mask: list[int] | None, span: list[int] | None
+) -> float | None:
     if not entropy or span is None:
         return None
     s, e = span

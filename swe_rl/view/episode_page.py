@@ -29,7 +29,10 @@ def render_episode(ep: Episode, run_name: str, root_rel: str = "../../../") -> s
     """`root_rel`: the run folder seen from the page (its raw-file links)."""
     facts = [
         ("repo", esc(ep.repo or "–")),
-        ("step" if ep.kind in ("train", "heldout") else "run", esc(ep.step if ep.step is not None else ep.sample)),
+        (
+            "step" if ep.kind in ("train", "heldout") else "run",
+            esc(ep.step if ep.step is not None else ep.sample),
+        ),
         ("sample", esc(ep.sample)) if ep.kind in ("train", "heldout") else None,
         ("held-out mode", esc(ep.mode)) if ep.mode else None,
         ("exit", f'<span id="exit">{esc(ep.exit)}</span>'),
@@ -38,8 +41,12 @@ def render_episode(ep: Episode, run_name: str, root_rel: str = "../../../") -> s
         ("reward", f'<span id="reward">{num(ep.reward, "{:g}")}</span>'),
         ("failure", esc(ep.failure)) if ep.failure else None,
     ]
-    badge = f'<span id="outcome" class="badge o-{ep.outcome}">{OUTCOME_LABEL.get(ep.outcome, ep.outcome)}</span>'
-    sus = "".join(f'<span class="badge o-suspicious" title="{esc(r)}">suspicious</span>' for r in ep.suspicious[:1])
+    badge = (
+        f'<span id="outcome" class="badge o-{ep.outcome}">{OUTCOME_LABEL.get(ep.outcome, ep.outcome)}</span>'
+    )
+    sus = "".join(
+        f'<span class="badge o-suspicious" title="{esc(r)}">suspicious</span>' for r in ep.suspicious[:1]
+    )
     parts = [
         f'<nav><a href="../../index.html">← {esc(run_name)}</a></nav>',
         f'<header><h1>{esc(ep.instance)}</h1>{badge}{sus}<dl class="facts">'
@@ -79,7 +86,9 @@ def _folded(label: str, text: str, cls: str = "obs") -> str:
 
 def _problem(ep: Episode) -> str:
     if not ep.problem:
-        return '<p class="muted">not in this folder (a swe-rl grade output keeps patches and test results)</p>'
+        return (
+            '<p class="muted">not in this folder (a swe-rl grade output keeps patches and test results)</p>'
+        )
     out = _pre(ep.problem, "prose")
     if ep.system:
         out += _folded("system prompt", ep.system, "prompt")
@@ -159,12 +168,18 @@ def grading_html(ep: Episode) -> str:
         out.append(f'<table class="tests"><thead><tr><th>set</th><th>test</th><th>status</th><th>note</th></tr>'
                    f"</thead><tbody>{body}</tbody></table>")  # fmt: skip
     else:
-        out.append('<p class="muted">no test results (not graded, or the grading failed before the tests)</p>')
+        out.append(
+            '<p class="muted">no test results (not graded, or the grading failed before the tests)</p>'
+        )
     val = t.get("validation") or {}
     if val.get("summary") or val.get("ungradeable"):
-        out.append(f'<p class="validation">validation: {esc(val.get("ungradeable") or val.get("summary"))}</p>')
+        out.append(
+            f'<p class="validation">validation: {esc(val.get("ungradeable") or val.get("summary"))}</p>'
+        )
     for g in val.get("gold_failing") or []:
-        out.append(f'<p class="validation">kept, gold fails it too: {esc(g.get("test"))} ({esc(g.get("why"))})</p>')
+        out.append(
+            f'<p class="validation">kept, gold fails it too: {esc(g.get("test"))} ({esc(g.get("why"))})</p>'
+        )
     out.append(_integrity(ep))
     caused = t.get("patch_caused")
     if caused:
@@ -172,7 +187,7 @@ def grading_html(ep: Episode) -> str:
     if ep.error:
         out.append(_folded("infrastructure error", ep.error, "error"))
     if ep.log_tail:
-        out.append(f'<h3>Log tail</h3>{_pre(ep.log_tail, "log")}')
+        out.append(f"<h3>Log tail</h3>{_pre(ep.log_tail, 'log')}")
     return "".join(out)
 
 
@@ -182,7 +197,9 @@ def _integrity(ep: Episode) -> str:
         integ["violations"] = ep.tests["violations"]
     labels = list(dict.fromkeys([*ep.suspicious, *(integ.pop("suspicious", None) or [])]))
     out = ['<h3>Integrity</h3><ul class="labels">']
-    out += [f'<li class="label-suspicious">suspicious: {esc(r)}</li>' for r in labels] or ["<li>no labels</li>"]
+    out += [f'<li class="label-suspicious">suspicious: {esc(r)}</li>' for r in labels] or [
+        "<li>no labels</li>"
+    ]
     out.append("</ul>")
     evidence = {k: v for k, v in integ.items() if v not in (None, [], {}, "", "none", "kept")}
     if evidence:
@@ -195,5 +212,8 @@ def _integrity(ep: Episode) -> str:
 def _raw(ep: Episode, root_rel: str) -> str:
     if not ep.raw:
         return '<p class="muted">no files</p>'
-    items = "".join(f'<li><a href="{esc(root_rel + p)}">{esc(label)}</a> <code>{esc(p)}</code></li>' for label, p in ep.raw)
+    items = "".join(
+        f'<li><a href="{esc(root_rel + p)}">{esc(label)}</a> <code>{esc(p)}</code></li>'
+        for label, p in ep.raw
+    )
     return f"<ul>{items}</ul>"

@@ -58,16 +58,21 @@ def _kind_line(info: RunInfo) -> str:
     what = {"eval": "evaluation run", "train": "training run", "grade": "swe-rl grade output"}[info.kind]
     if info.kind == "eval":
         ds = (info.config.get("dataset") or {}).get("source", "")
-        what += f" · dataset <code>{esc(ds)}</code> · model <code>{esc(info.config.get('model_name', ''))}</code>"
+        what += (
+            f" · dataset <code>{esc(ds)}</code> · model <code>{esc(info.config.get('model_name', ''))}</code>"
+        )
     return what
 
 
 def _cards(r: dict[str, Any], pass_k: bool) -> str:
     c = r["counts"]
     lo, hi = r["resolve_rate_ci95"]
-    cards = [("episodes", r["episodes"], "episodes"), ("resolved", c["resolved"], "resolved-count"),
-             ("resolve rate", f"{r['resolve_rate']:.1%}", "resolve-rate"),
-             ("95% CI", f"{lo:.1%} – {hi:.1%}", "ci")]
+    cards = [
+        ("episodes", r["episodes"], "episodes"),
+        ("resolved", c["resolved"], "resolved-count"),
+        ("resolve rate", f"{r['resolve_rate']:.1%}", "resolve-rate"),
+        ("95% CI", f"{lo:.1%} – {hi:.1%}", "ci"),
+    ]
     if pass_k:
         cards += [("Pass@1 (mean over runs)", f"{r['pass@1_mean_over_runs']:.1%}", "pass1")]
         cards += [(f"Pass@{k}", f"{v:.1%}", f"pass-at-{k}") for k, v in r["pass@k"].items()]
@@ -96,7 +101,9 @@ def _training(metrics: list[dict[str, Any]]) -> str:
         if pts:
             charts.append(f'<figure class="chart" data-key="{esc(key)}">{line_svg(pts)}<figcaption>{esc(title)}'
                           f"</figcaption></figure>")  # fmt: skip
-    steps = sorted({row["step"] for row in metrics if isinstance(row.get("step"), int) and "reward_mean" in row})
+    steps = sorted(
+        {row["step"] for row in metrics if isinstance(row.get("step"), int) and "reward_mean" in row}
+    )
     by_step = {row["step"]: row for row in metrics if "reward_mean" in row}
     head = "".join(f"<th>{t}</th>" for _, t in STEP_COLUMNS)
     body = "".join(
@@ -106,7 +113,11 @@ def _training(metrics: list[dict[str, Any]]) -> str:
         for s in steps
     )
     table = f'<table id="steps"><thead><tr><th>step (its episodes)</th>{head}</tr></thead><tbody>{body}</tbody></table>'
-    inner = f'<div class="charts">{"".join(charts)}</div>{table}' if charts else '<p class="muted">no steps yet</p>'
+    inner = (
+        f'<div class="charts">{"".join(charts)}</div>{table}'
+        if charts
+        else '<p class="muted">no steps yet</p>'
+    )
     return f'<section id="training"><h2>Training ({len(steps)} steps)</h2>{inner}</section>'
 
 
@@ -118,7 +129,7 @@ def line_svg(pts: list[tuple[int, float]], w: int = 300, h: int = 150) -> str:
     """A small line chart (axis labels at the ends): no library, so the page needs nothing from the network."""
     xs, ys = [p[0] for p in pts], [float(p[1]) for p in pts]
     x0, x1 = min(xs), max(xs)
-    y0, y1 = min(ys + [0.0]), max(ys)
+    y0, y1 = min([*ys, 0.0]), max(ys)
     y1 = y1 if y1 > y0 else y0 + 1.0
     pad_l, pad_b, pad_t, pad_r = 40, 18, 8, 8
 
@@ -144,4 +155,6 @@ def line_svg(pts: list[tuple[int, float]], w: int = 300, h: int = 150) -> str:
 
 def data_js(columns: list[str], rows: list[list[Any]]) -> str:
     """index-data.js: a script, not JSON fetched at run time (a page opened from disk may not fetch files)."""
-    return "window.VIEW_DATA = " + json.dumps({"columns": columns, "rows": rows}, separators=(",", ":")) + ";\n"
+    return (
+        "window.VIEW_DATA = " + json.dumps({"columns": columns, "rows": rows}, separators=(",", ":")) + ";\n"
+    )

@@ -83,7 +83,9 @@ def read_jsonl(path: Path, root: Path, warnings: list[str]) -> Iterator[tuple[in
         except json.JSONDecodeError:
             last = n == len(lines) and not text.endswith("\n")
             why = "cut off mid-write (the run was killed, or is writing it now)" if last else "not valid JSON"
-            warnings.append(f"{path.relative_to(root)}:{n}: a truncated JSON line, {why}; that line is left out")
+            warnings.append(
+                f"{path.relative_to(root)}:{n}: a truncated JSON line, {why}; that line is left out"
+            )
             continue
         if isinstance(obj, dict):
             yield n, obj
