@@ -1,0 +1,146 @@
+"""`swe-rl view` without a browser: what the site holds, that it matches the run's report, rebuilds, bad input, and
+that the run's own files are never changed. (In a real browser: test_browser.py, `make test-view`.)"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swe_rl.view.build import build_site
+from swe_rl.view.load import NotARun
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def swe_rl(*args: str) -> subprocess.CompletedProcess:
+    """The installed CLI from the repository root, as a user runs it."""
+    exe = Path(sys.executable).with_name("swe-rl")
+    return subprocess.run([str(exe), *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def rows(view: Path) -> list[list]:
+    text = (view / "index-data.js").read_text()
+    data = json.loads(text[text.index("{") : text.rindex("}") + 1])
+    return [dict(zip(data["columns"], r, strict=True)) for r in data["rows"]]
+
+
+def digest(root: Path) -> dict[str, str]:
+    """Every file of the run outside view/, by content."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "view" not in p.relative_to(root).parts[:1]
+    }
+
+
+def test_index_matches_the_runs_report_and_every_episode_has_a_page(run_copy):
+    before = digest(run_copy)
+    rel = os.path.relpath(run_copy, REPO)  # a relative RUN_DIR, from the repository root
+    p = swe_rl("view", rel)
+    assert p.returncode == 0, p.stderr
+    assert "open file://" in p.stdout
+    report = json.loads((run_copy / "report" / "report.json").read_text())
+    view = run_copy / "view"
+    got = rows(view)
+    assert len(got) == report["episodes"] == 120
+    counts = {b: sum(r["outcome"] == b for r in got) for b in report["counts"]}
+    assert counts == report["counts"]
+    assert sum(bool(r["suspicious"]) for r in got) == len(report["suspicious"]) > 0
+    index = (view / "index.html").read_text()
+    assert f'id="resolved-count">{report["counts"]["resolved"]}<' in index
+    assert f'id="resolve-rate">{report["resolve_rate"]:.1%}<' in index
+    assert f'id="pass-at-2">{report["pass@k"]["2"]:.1%}<' in index
+    for r in got:
+        assert (view / "episodes" / f"{r['key']}.html").is_file()
+    assert digest(run_copy) == before, "swe-rl view changed the run's own files"
+    assert "http" not in (view / "index.html").read_text().replace("http-equiv", "")  # nothing from a network
+
+
+def test_episode_page_shows_turns_patch_tests_and_labels(run_copy):
+    res = build_site(run_copy)
+    got = rows(res.view)
+    sus = next(r for r in got if r["suspicious"])
+    traj = json.loads((run_copy / "trajectories" / f"{sus['key']}.json").read_text())
+    grading = json.loads((run_copy / "grading" / f"{sus['key']}.json").read_text())
+    html = (res.view / "episodes" / f"{sus['key']}.html").read_text()
+    assert html.count('class="turn"') == sum(m["role"] == "assistant" for m in traj["messages"])
+    f2p = grading["tests"]["tests_status"]["FAIL_TO_PASS"]["success"][0]
+    assert f'<td class="test">{f2p}</td><td class="status">passed</td>' in html
+    assert "suspicious: patch edits conftest.py" in html
+    assert '<span class="a">+' in html  # the patch's added lines, coloured
+    # a turn's tokens and mean entropy come from the trajectory's span and its entropy over policy tokens
+    span = next(m["span"] for m in traj["messages"] if m["role"] == "assistant")
+    ent = [traj["entropy"][i] for i in range(*span) if traj["loss_mask"][i]]
+    assert f"{span[1] - span[0]} tokens · mean entropy {sum(ent) / len(ent):.3f}" in html
+    infra = next(r for r in got if r["outcome"] == "infra_failure")
+    page = (res.view / "episodes" / f"{infra['key']}.html").read_text()
+    assert "SandboxStartError" in page and infra["failure"] in page
+
+
+def test_rerun_writes_only_what_changed_and_drops_what_is_gone(run_copy):
+    first = build_site(run_copy)
+    assert first.rendered == first.episodes == 120
+    again = build_site(run_copy)
+    assert again.rendered == 0 and again.episodes == 120
+    # an in-progress run: one episode rewritten (a retried infra failure), one not there any more
+    changed = next((run_copy / "trajectories" / "run_01").glob("*.json"))
+    data = json.loads(changed.read_text())
+    data["exit_status"], data["reward"] = "max_steps", 0.0
+    changed.write_text(json.dumps(data))
+    gone = next((run_copy / "trajectories" / "run_00").glob("*.json"))
+    gone.unlink()
+    third = build_site(run_copy)
+    assert third.rendered == 1 and third.episodes == 119
+    assert not (run_copy / "view" / "episodes" / "run_00" / f"{gone.stem}.html").exists()
+    row = next(r for r in rows(run_copy / "view") if r["key"] == f"run_01/{changed.stem}")
+    assert row["exit"] == "max_steps"
+
+
+def test_an_unreadable_episode_file_is_one_warning_and_the_rest_is_built(run_copy):
+    bad = next((run_copy / "trajectories" / "run_00").glob("*.json"))
+    bad.write_text(bad.read_text()[:500])  # a file cut off (disk full, a copy interrupted)
+    p = swe_rl("view", str(run_copy))
+    assert p.returncode == 0, p.stderr
+    warnings = [line for line in p.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: trajectories/run_00/{bad.name}: left out (ValueError: trajectories/run_00/"
+                        f"{bad.name}: not a trajectory JSON object)"]  # fmt: skip
+    assert len(rows(run_copy / "view")) == 119
+    assert bad.name in (run_copy / "view" / "index.html").read_text()  # said on the page too
+
+
+@pytest.mark.parametrize("what", ["missing", "a file", "not a run"])
+def test_a_folder_that_is_not_a_run_is_one_error(tmp_path, what):
+    target = tmp_path / "x"
+    if what == "a file":
+        target.write_text("hello")
+    elif what == "not a run":
+        (target / "notes").mkdir(parents=True)
+        (target / "notes" / "a.txt").write_text("hello")
+    p = swe_rl("view", str(target))
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {target}: ")
+    assert "Traceback" not in p.stderr
+    if what == "not a run":
+        assert "expected an evaluation run" in lines[0]
+        assert sorted(p.name for p in target.rglob("*")) == ["a.txt", "notes"]  # nothing written into it
+    with pytest.raises(NotARun):
+        build_site(target)
+
+
+def test_out_writes_elsewhere_and_links_back_to_the_run(run_copy, tmp_path):
+    out = tmp_path / "site"
+    res = build_site(run_copy, out)
+    assert not (run_copy / "view").exists()
+    page = next((out / "episodes" / "run_00").glob("*.html"))
+    href = page.read_text().split('<section id="raw"><h2>Raw files</h2><ul><li><a href="')[1].split('"')[0]
+    assert (page.parent / href).resolve() == (
+        run_copy / "trajectories" / "run_00" / f"{page.stem}.json"
+    ).resolve()
+    assert res.episodes == 120
