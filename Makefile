@@ -8,7 +8,7 @@ WHEELS := $(wildcard /opt/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links /opt/wheels,)
 UV = $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 
-.PHONY: help setup system docker venv image clean-images demo test test-all test-ci-slow test-gpu gpu-pack lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal rehearsal-learn
+.PHONY: help setup system docker venv image clean-images demo test test-all test-ci-slow test-view test-gpu gpu-pack lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal rehearsal-learn
 
 help:
 	@echo "make setup   - Debian packages, dockerd, venv (uv), package + dev extras, sandbox base image (idempotent)"
@@ -25,6 +25,7 @@ help:
 	@echo "make rehearsal - OpenRLHF's whole train_ppo_ray on CPU (vLLM + DeepSpeed actors, weight sync); not in CI"
 	@echo "make rehearsal-learn - OpenRLHF's loop learns on CPU, beside the built-in trainer (+ interrupt/resume); not in CI"
 	@echo "make test-stress - the default suite, then the vllm tests, beside STRESS_LOOPS busy loops"
+	@echo "make test-view  - setup + Debian's chromium + the viewer's browser tests (swe-rl view of real runs)"
 
 setup: system docker venv image qwen-assets
 
@@ -102,6 +103,15 @@ test-gpu:
 
 gpu-pack:
 	bash scripts/gpu_pack.sh
+
+# The viewer's browser tests (issue 62): Debian's chromium, installed here when missing (not by `make setup`: only
+# these tests need it), then the view-marked tests: `swe-rl view` of the micro evaluation, a 2-step training run and
+# a real instance's `swe-rl grade` output (REAL_INPUTS; skipped without) in headless Chromium, screenshots kept in
+# runs/test-view/.
+test-view: setup
+	@command -v chromium >/dev/null || { echo "installing Debian's chromium (the viewer's browser tests)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	SWE_RL_REAL_INPUTS="$(abspath $(REAL_INPUTS))" $(PY) -m pytest -m view tests/view $(PYTEST_ARGS)
 
 test-all: setup
 	$(PY) -m pytest -m "not gpu and not vllm" $(PYTEST_ARGS)
