@@ -97,6 +97,7 @@
       th.addEventListener("click", () => {
         state.desc = state.sort === c ? !state.desc : false;
         state.sort = c;
+        state.page = 0;
         draw();
       });
       tr.appendChild(th);
