@@ -101,7 +101,7 @@ def bench_hf(models: dict, batch: int, new: int, repeats: int) -> dict[str, floa
 def bench_sampler(models: dict, batch: int, repeats: int) -> dict[str, float]:
     import torch
 
-    from swe_rl.policy.hf import _sample
+    from swe_rl.policy.sampling import _sample
 
     res = {}
     for name in ("tiny", "real"):

@@ -5,7 +5,7 @@ Concurrent `generate` calls (one per trajectory) go into an asyncio queue; a wor
 The batch is left-padded with explicit position ids and a KV cache; rows that finish leave the batch (their cache
 rows are dropped) so long stragglers do not pay for finished rows. Logprobs are at the sampling temperature
 (log_softmax(logits / T), T = 1 when greedy) and entropy is the exact entropy of that same distribution; min_p,
-top_k and top_p then truncate it as vLLM does before the draw (`_sample`).
+top_k and top_p then truncate it as vLLM does before the draw (swe_rl.policy.sampling).
 
 Multi-turn episodes reuse the K/V of their previous turn (swe_rl.policy.kv_store): from turn 2 on only the reply's
 last token and the observation are prefilled. The model is held by reference: a trainer that updates its weights in
@@ -21,6 +21,7 @@ from typing import Any
 
 from swe_rl.policy.base import Completion, SamplingParams
 from swe_rl.policy.kv_store import PrefixKVStore, assemble, extract, weights_version
+from swe_rl.policy.sampling import _sample
 
 
 @dataclass
@@ -144,137 +145,6 @@ class HFLocalPolicy:
         return completions
 
 
-def _sample(
-    logits: Any,
-    temps: Any,
-    top_ps: Any,
-    greedy: Any,
-    gens: list[Any],
-    *,
-    top_ks: Any = None,
-    min_ps: Any = None,
-    truncate: bool | None = None,
-    max_top_k: int | None = None,
-    all_greedy: bool = False,
-    unit_temps: bool = False,
-) -> tuple[Any, Any, Any]:
-    """logits (B, V) -> (token (B,), logprob (B,), entropy (B,)) at each row's temperature.
-
-    A sampled row draws one uniform per step (from its own generator when seeded, else torch's global one) and
-    inverts its CDF (float64 cumsum + searchsorted): one pass over the vocabulary, where `torch.multinomial` cost
-    ~45 ms a step on two CPU cores at Qwen's 151,936 rows (bench/generate.py). Greedy rows take the argmax; a step
-    whose rows are all greedy (`all_greedy`, host-side) draws nothing. Truncation as vLLM's sampler does it (min_p,
-    then top_k, then top_p, each on the distribution left by the one before): `top_ks` (B,) long, <= 0 = off;
-    `min_ps` (B,), 0 = off; None = off for every row. `truncate` (host-side: some row truncates) and `max_top_k`
-    (host-side: the largest top_k) save device syncs; None = read them from the tensors. `unit_temps` (host-side:
-    every row's temperature is 1, greedy rows' included) skips the division, a pass over (B, V). The log-prob and
-    entropy are those of the tempered distribution before truncation (what the trainer recomputes). A row's token
-    depends on its own logits and uniform only, never on the rows beside it (ties included)."""
-    import torch
-
-    scaled = logits if unit_temps else logits / temps[:, None]
-    logp = torch.log_softmax(scaled, dim=-1)  # (B, V)
-    probs = logp.exp()
-    entropy = -torch.linalg.vecdot(probs, logp)  # sum(p * log p) without a (B, V) product in memory
-    argmax = logits.argmax(-1)
-    if all_greedy:
-        return argmax, logp.gather(-1, argmax[:, None]).squeeze(-1), entropy
-    if truncate is None:
-        truncate = (
-            bool((top_ps < 1.0).any())
-            or (top_ks is not None and bool((top_ks > 0).any()))
-            or (min_ps is not None and bool((min_ps > 0).any()))
-        )
-    u = _uniforms(gens, logits.device)  # (B,) in (0, 1]: never lands on a token of probability 0
-    if (
-        truncate
-    ):  # zero what min_p / top_k / top_p drop; the draw stays in vocabulary order over the whole row
-        cut = _cutoff(probs, top_ps, top_ks, min_ps, max_top_k=max_top_k)
-        probs = probs.masked_fill(probs < cut[:, None], 0.0)
-    tok = torch.where(greedy, argmax, _inverse_cdf(probs, u))
-    return tok, logp.gather(-1, tok[:, None]).squeeze(-1), entropy
-
-
-def _inverse_cdf(weights: Any, u: Any) -> Any:
-    """(B, V) non-negative weights, (B,) uniforms in (0, 1] -> (B,) the index whose CDF interval holds u x total.
-    The first index whose CDF reaches the value: a weight of 0 is never taken (its CDF equals its predecessor's)."""
-    import torch
-
-    cdf = weights.double().cumsum(-1)
-    return torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
-
-
-def _uniforms(gens: list[Any], device: Any) -> Any:
-    """One uniform in (0, 1] per row, float64: a seeded row's from its own CPU generator, the others' from torch's
-    global generator on the device in one draw. A seeded row's draws depend on its seed alone: not on which other
-    rows share the batch, nor on the device (a CUDA generator's stream is not the CPU one's, so the seeded draws are
-    made on the CPU and copied over: B numbers a step, no device sync). So one seed samples the same tokens on CUDA
-    as on the CPU wherever the two devices' probabilities agree to the draw's resolution."""
-    import torch
-
-    free = sum(g is None for g in gens)
-    glob = torch.rand(free, dtype=torch.float64, device=device)  # (0,) when every row is seeded
-    if free == len(gens):
-        return 1.0 - glob
-    seeded = torch.cat(
-        [torch.rand(1, dtype=torch.float64, device="cpu", generator=g) for g in gens if g is not None]
-    ).to(device)
-    if free == 0:
-        return 1.0 - seeded
-    parts, j, k = [], 0, 0
-    for g in gens:
-        if g is None:
-            parts.append(glob[j : j + 1])
-            j += 1
-        else:
-            parts.append(seeded[k : k + 1])
-            k += 1
-    return 1.0 - torch.cat(parts)
-
-
-def _cutoff(
-    probs: Any, top_ps: Any, top_ks: Any = None, min_ps: Any = None, *, max_top_k: int | None = None,
-    first_k: int = 256,
-) -> Any:  # fmt: skip
-    """min_p, top_k and top_p per row as one number: the smallest probability the row keeps (B,), 0 for a row that
-    truncates nothing. A token is kept iff its probability reaches it, so tokens tied with the last kept one are kept
-    too (vLLM's top_k keeps every token tied with the k-th) and the kept set depends on the row alone.
-
-    The K most likely tokens come from `topk` (K = max(256, the largest top_k), then x16, then a full sort when a flat
-    row needs it): a full sort of 151,936 rows costs ~100 ms a step on two CPU cores. K is enough once, in every
-    truncating row, no token beyond the K can be kept: top_k (<= K), the K-th below min_p's threshold, or the kept
-    mass of the K past top_p of the mass top_p is taken over. One device sync per round (a second K is rare). Masses
-    in float64, as on the CPU, so a CUDA device keeps the same tokens at the top_p boundary."""
-    import torch
-
-    b, vocab = probs.shape
-    dev = probs.device
-    ks = torch.zeros(b, dtype=torch.long, device=dev) if top_ks is None else top_ks
-    thr = torch.zeros(b, device=dev) if min_ps is None else min_ps * probs.max(-1).values  # min_p x top prob
-    rows = (top_ps < 1.0) | (ks > 0) | (thr > 0)
-    # what top_p is a fraction of: the top_k survivors (all inside the K), else the mass min_p leaves (1 without)
-    kept_all = probs if min_ps is None else probs * (probs >= thr[:, None])
-    survivors = kept_all.sum(-1, dtype=torch.float64)
-    top_p = top_ps.double()
-    k = min(vocab, max(first_k, int(ks.max()) if max_top_k is None else max_top_k))
-    while True:
-        head, _ = probs.topk(k, dim=-1) if k < vocab else probs.sort(dim=-1, descending=True)
-        rank = torch.arange(k, device=dev)
-        keep = (head >= thr[:, None]) & ((ks[:, None] <= 0) | (rank[None, :] < ks[:, None]))
-        cum = (head * keep).double().cumsum(-1)
-        z = torch.where(ks > 0, cum[:, -1], survivors)
-        settled = ~rows | (ks > 0) | ~keep[:, -1] | ((top_p < 1.0) & (cum[:, -1] > top_p * z))
-        if k >= vocab or bool(settled.all()):
-            break
-        # past a quarter of the vocabulary a topk costs what the full sort does
-        k = k * 16 if k * 16 <= vocab // 4 else vocab
-    # top_p drops a token once the kept mass before it is past top_p of z; the first token is always kept
-    keep &= ~((top_p[:, None] < 1.0) & ((cum - head.double() * keep) > top_p[:, None] * z[:, None]))
-    last = (keep.sum(-1) - 1).clamp_(min=0)  # kept tokens are a prefix of the descending head
-    cut = head.gather(-1, last[:, None]).squeeze(-1)
-    return torch.where(rows, cut, torch.zeros_like(cut))
-
-
 def _generate(
     model: Any,
     prompts: list[list[int]],
@@ -312,6 +182,7 @@ def _generate(
         bool(p < 1.0) or t[1] > 0 or t[2] > 0 for p, t in zip(top_ps.cpu().tolist(), trunc, strict=True)
     ]
     max_top_k = max(t[1] for t in trunc)
+    ks_l = [t[1] for t in trunc]
     use_min_p = any(t[2] > 0 for t in trunc)  # else min_p's two passes over (B, V) are skipped
     seeds = [samplings[i].seed for i in rows]
     gens = [None if s is None else torch.Generator().manual_seed(s) for s in seeds]  # CPU: see _uniforms
@@ -331,10 +202,15 @@ def _generate(
             store.put(prompts[i] + results[i][0][:-1], extract(cache, r, attn[r].bool()))
 
     while rows:
+        # host-side: every sampled row truncates (the draw runs over the kept head), and each has a top_k (the
+        # truncation starts from top_k + 1 tokens instead of 256)
+        sampled_ks = [k for k, g in zip(ks_l, greedy_l, strict=True) if not g]
+        first_k = max(sampled_ks) + 1 if sampled_ks and min(sampled_ks) > 0 else 256
         tok, lp, ent = _sample(out.logits[:, -1, :].float(), temps, top_ps, greedy, gens, top_ks=top_ks,
                                min_ps=min_ps if use_min_p else None, truncate=any(trunc_l), max_top_k=max_top_k,
-                               all_greedy=all(greedy_l),
-                               unit_temps=all(unit_l))  # fmt: skip
+                               all_greedy=all(greedy_l), unit_temps=all(unit_l),
+                               all_truncate=all(t or g for t, g in zip(trunc_l, greedy_l, strict=True)),
+                               first_k=first_k)  # fmt: skip
         keep = []
         # one host copy per step, not per row nor per tensor (float64 holds token ids and fp32 values exactly)
         tok_l, lp_l, ent_l = torch.stack([tok.double(), lp.double(), ent.double()]).tolist()
@@ -363,10 +239,11 @@ def _generate(
                 greedy[sel],
             )
             gens = [gens[r] for r in keep]
-            greedy_l, trunc_l, unit_l = (
+            greedy_l, trunc_l, unit_l, ks_l = (
                 [greedy_l[r] for r in keep],
                 [trunc_l[r] for r in keep],
                 [unit_l[r] for r in keep],
+                [ks_l[r] for r in keep],
             )
         attn = torch.cat([attn, attn.new_ones((len(rows), 1))], dim=-1)
         last_pos = last_pos + 1

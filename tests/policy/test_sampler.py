@@ -1,4 +1,4 @@
-"""HFLocalPolicy's sampler (`swe_rl.policy.hf._sample`): one uniform per sampled row, inverted through the CDF;
+"""HFLocalPolicy's sampler (`swe_rl.policy.sampling._sample`): one uniform per sampled row, inverted through the CDF;
 min_p, top_k and top_p in vLLM's order, from `topk` before any full sort. Checked by frequencies over many rows
 (5 sigma), against a full-sort reference at Qwen's vocabulary, and for what a seed promises. `sampler_frequencies`
 also runs on CUDA (tests/gpu)."""
@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from swe_rl.policy.hf import _cutoff, _sample, _uniforms
+from swe_rl.policy.sampling import _cutoff, _sample, _uniforms
 
 P = [0.5, 0.25, 0.15, 0.1, 0.0]  # the last token can never be drawn
 QWEN_VOCAB = 151936
