@@ -397,7 +397,7 @@ async def _grade_in_sandbox(
                 log = run.log
                 report = _verdict(task, plan, patch, run, integrity, g is not None, cost)
             if opts.detect and report.get("resolved"):
-                probe = await _probe(sb, task, plan, opts, cost)
+                probe = await _probe(sb, task, plan, opts, cost, log)
     except SandboxStartError as e:
         missing = await _image_missing(task)
         return _infra("image_missing" if missing else "sandbox_start_failed", str(e))
@@ -516,11 +516,14 @@ def _report(task: Task, plan: GradingPlan, patch: str | None, log: str) -> dict[
     return report_from_log(task, plan, patch, log)
 
 
-async def _probe(sb: Sandbox, task: Task, plan: GradingPlan, opts: _Options, cost: Cost) -> Probe:
-    """The probe run (swe_rl.integrity.probe); whatever goes wrong in it leaves the verdict alone."""
+async def _probe(
+    sb: Sandbox, task: Task, plan: GradingPlan, opts: _Options, cost: Cost, log: str
+) -> Probe:
+    """The probe run (swe_rl.integrity.probe) after the graded run that wrote `log`; whatever goes wrong in it
+    leaves the verdict alone."""
     with cost.phase("probe"):
         try:
-            return await run_probe(sb, task, plan, opts.timeout)
+            return await run_probe(sb, task, plan, opts.timeout, log)
         except Exception as e:
             return Probe("unavailable", reason=f"the probe failed: {type(e).__name__}: {str(e)[:300]}")
 

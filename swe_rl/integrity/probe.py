@@ -75,12 +75,16 @@ def tox_current_env(command: str) -> bool:
     )
 
 
-async def run_probe(sb: Sandbox, task: Task, plan: GradingPlan, timeout: float) -> Probe:
-    """The probe run for a result the graded run resolved (same sandbox, right after it)."""
+async def run_probe(
+    sb: Sandbox, task: Task, plan: GradingPlan, timeout: float, graded_log: str = ""
+) -> Probe:
+    """The probe run for a result the graded run resolved (same sandbox, right after it). `graded_log`: the graded
+    run's log, whose PASS_TO_PASS tests that ended xfail or skipped are selected too (pytest: the observer says
+    where such an outcome was raised)."""
     kind = plan.probe_kind
     if kind is None:
         return Probe("skipped", reason="no observer for this runner")
-    select = list(task.FAIL_TO_PASS)
+    select = list(task.FAIL_TO_PASS) + (not_passes(task, graded_log) if kind == "pytest" else [])
     t0 = time.monotonic()
 
     def unavailable(why: str) -> Probe:
@@ -121,6 +125,15 @@ async def run_probe(sb: Sandbox, task: Task, plan: GradingPlan, timeout: float) 
     findings, notes = judge(task, records, log, select)
     return Probe("ran", tuple(findings), kind=kind, notes=tuple(notes), seconds=time.monotonic() - t0,
                  selected=len(select))  # fmt: skip
+
+
+def not_passes(task: Task, graded_log: str, limit: int = 50) -> list[str]:
+    """The PASS_TO_PASS tests the graded log reports xfail or skipped (swebench counts XFAIL as passed): the probe
+    run selects them too, to see whether the test's own code made them so."""
+    if not graded_log:
+        return []
+    statuses = log_statuses(task, graded_log)
+    return [t for t in task.PASS_TO_PASS if statuses.get(t) in ("XFAIL", "SKIPPED")][:limit]
 
 
 def _exports(plan: GradingPlan, check: trusted_check.TrustedCheck) -> str:

@@ -259,15 +259,13 @@ def _outcome_origin(item, call, rep):
     if exc is not None and exc.type.__name__ in ("Skipped", "XFailed", "SkipTest"):
         found = _F.raised_at(exc.tb, _SCOPE.patched, _FRAMEWORK_DIRS, repo_only=True)
         own = _SCOPE.rel(str(getattr(item, "path", None) or getattr(item, "fspath", "")))
-        if (
-            found is not None
-            and found[0] != own
-            and not (_A.is_test_file(found[0]) and found[0] not in _SCOPE.touched)
-        ):
+        test_code = found is not None and _A.is_test_file(found[0]) and found[0] not in _SCOPE.touched
+        if found is not None and found[0] != own and not test_code and not _SCOPE.is_runner(found[0]):
             where = f"{found[0]}:{found[1]} `{_F._source_line(_SCOPE.root, found[0], found[1])}`"
             _add(f"{item.nodeid}: ended {exc.type.__name__} ({call.when}), raised by library code at {where}; "
                  "the test's own code does not skip or xfail it")  # fmt: skip
-    if getattr(rep, "wasxfail", None) is not None and "xfail" not in _MARKS.get(item.nodeid, ("xfail",)):
+    raised = exc is not None and exc.type.__name__ in ("Skipped", "XFailed", "SkipTest")  # judged above
+    if not raised and getattr(rep, "wasxfail", None) is not None and "xfail" not in _MARKS.get(item.nodeid, ("xfail",)):
         _add(
             f"{item.nodeid}: ended xfail by an xfail marker added while the tests ran (not in the test's code)"
         )
