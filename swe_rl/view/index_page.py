@@ -31,7 +31,7 @@ def summary(info: RunInfo, eps: list[ReportEpisode]) -> dict[str, Any]:
 
 def render_index(info: RunInfo, report: dict[str, Any], n_rows: int) -> str:
     built = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
-    parts = [f'<header><h1>{esc(info.name)}</h1><p class="muted">{_kind_line(info)} · <code>{esc(info.root)}</code>'
+    parts = [f'<header><h1>{esc(info.name)}</h1><p class="muted">{_kind_line(info)} · <code>{esc(info.root.resolve())}</code>'
              f" · built {built}</p></header>"]  # fmt: skip
     if info.warnings:
         items = "".join(f"<li>{esc(w)}</li>" for w in info.warnings[:50])
