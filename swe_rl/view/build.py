@@ -74,25 +74,33 @@ def _report_episode(ep: Episode) -> dict[str, Any]:
             "patch_caused": ((ep.tests.get("patch_caused") or {}).get("failure")), "error": None}  # fmt: skip
 
 
-def _load_manifest(view: Path) -> dict[str, Any]:
+def _load_manifest(view: Path, code: str) -> dict[str, Any]:
     try:
         data = json.loads((view / ".manifest.json").read_text())
     except (OSError, json.JSONDecodeError):
         return {}
-    return data.get("pages", {}) if data.get("code") == _code_digest() else {}
+    return data.get("pages", {}) if data.get("code") == code else {}
 
 
 def build_site(
-    run_dir: str | Path, out: str | Path | None = None, *, on_page: Callable[[int, int], None] | None = None
+    run_dir: str | Path,
+    out: str | Path | None = None,
+    *,
+    problems: dict[str, str] | None = None,
+    on_page: Callable[[int, int], None] | None = None,
 ) -> BuildResult:
-    """Build (or update) the site of one run; raises load.NotARun for a folder that is not a run."""
+    """Build (or update) the site of one run; raises load.NotARun for a folder that is not a run. `problems`:
+    problem statements by instance id, for runs that keep none (a swe-rl grade output)."""
     t0 = time.monotonic()
     info = scan(run_dir)
+    info.problems = problems or {}
     view = Path(out) if out is not None else info.root / "view"
     root_rel = (
         os.path.relpath(info.root.resolve(), (view / "episodes" / "g").resolve()).replace(os.sep, "/") + "/"
     )
-    old = _load_manifest(view)
+    # pages depend on the viewer's code and on the problem statements given (--tasks)
+    code = _code_digest() + hashlib.sha256(json.dumps(info.problems, sort_keys=True).encode()).hexdigest()[:8]
+    old = _load_manifest(view, code)
     pages: dict[str, Any] = {}
     rows: list[list[Any]] = []
     rendered = 0
@@ -125,7 +133,7 @@ def build_site(
     _copy_assets(view)
     atomic_write(view / "index-data.js", data_js(ROW_COLUMNS, rows))
     atomic_write(view / "index.html", render_index(info, report, len(rows)))
-    atomic_write(view / ".manifest.json", json.dumps({"code": _code_digest(), "pages": pages}))
+    atomic_write(view / ".manifest.json", json.dumps({"code": code, "pages": pages}))
     return BuildResult(view, len(rows), rendered, info.warnings, time.monotonic() - t0, report)
 
 

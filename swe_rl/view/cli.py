@@ -18,13 +18,22 @@ def view_command(
     ),
     serve: bool = typer.Option(False, "--serve", help="then serve it on http://127.0.0.1:PORT until Ctrl-C"),
     port: int = typer.Option(8765, "--port", help="port for --serve (0: any free one)"),
+    tasks: str = typer.Option(
+        None, "--tasks", help="task source for problem statements a run keeps none of (a swe-rl grade output)"
+    ),
+    split: str = typer.Option("test", "--split", help="split of --tasks"),
 ) -> None:
     """Write a static HTML viewer of a run (index with filters, one page per episode); opens from disk, no network."""
     from swe_rl.view.build import build_site
     from swe_rl.view.load import NotARun
 
+    problems = None
+    if tasks:
+        from swe_rl.images.cli import load_or_exit
+
+        problems = {t.instance_id: t.problem_statement for t in load_or_exit(tasks, split, None)}
     try:
-        res = build_site(run_dir, out)
+        res = build_site(run_dir, out, problems=problems)
     except NotARun as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None

@@ -74,9 +74,10 @@ def load_episode(info: RunInfo, src: Source, cache: dict[str, Any]) -> Episode:
     """`cache` holds a JSONL file's lines across the sources of one file (read once)."""
     if src.how == "eval":
         return _eval_episode(info.root, src)
-    if src.how == "grade":
-        return _grade_episode(info.root, src)
-    return _line_episode(info, src, cache)
+    ep = _grade_episode(info.root, src) if src.how == "grade" else _line_episode(info, src, cache)
+    if not ep.problem and ep.instance in info.problems:  # a grade output keeps no problem statement
+        ep.problem = info.problems[ep.instance]
+    return ep
 
 
 def _read_json(path: Path) -> Any:

@@ -36,8 +36,8 @@ def render_episode(ep: Episode, run_name: str, root_rel: str = "../../../") -> s
         ("sample", esc(ep.sample)) if ep.kind in ("train", "heldout") else None,
         ("held-out mode", esc(ep.mode)) if ep.mode else None,
         ("exit", f'<span id="exit">{esc(ep.exit)}</span>'),
-        ("turns", esc(ep.steps)),
-        ("tokens", esc(ep.tokens)),
+        ("turns", esc(ep.steps)) if ep.kind != "grade" else None,
+        ("tokens", esc(ep.tokens)) if ep.kind != "grade" else None,
         ("reward", f'<span id="reward">{num(ep.reward, "{:g}")}</span>'),
         ("failure", esc(ep.failure)) if ep.failure else None,
     ]
@@ -53,7 +53,7 @@ def render_episode(ep: Episode, run_name: str, root_rel: str = "../../../") -> s
         + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in (f for f in facts if f))
         + "</dl></header>",
         _section("problem", "Problem statement", _problem(ep)),
-        _section("turns", f"Turns ({len(ep.turns)})", _turns(ep)),
+        _section("turns", f"Turns ({len(ep.turns)})", _turns(ep)) if ep.kind != "grade" else "",
         _section("patch", "Final patch", diff_html(ep.patch)),
         _section("grading", "Grading", grading_html(ep)),
         _section("raw", "Raw files", _raw(ep, root_rel)),
@@ -163,10 +163,14 @@ def grading_html(ep: Episode) -> str:
     out = []
     rows = test_rows(t)
     if rows:
-        body = "".join(f'<tr class="s-{s.replace(" ", "-")}"><td>{k}</td><td class="test">{esc(n)}</td>'
-                       f'<td class="status">{s}</td><td>{esc(note)}</td></tr>' for k, n, s, note in rows)  # fmt: skip
-        out.append(f'<table class="tests"><thead><tr><th>set</th><th>test</th><th>status</th><th>note</th></tr>'
-                   f"</thead><tbody>{body}</tbody></table>")  # fmt: skip
+        # FAIL_TO_PASS and every PASS_TO_PASS test that did not pass first; the passing PASS_TO_PASS (hundreds on
+        # a real instance) in a second table, folded
+        first = [r for r in rows if r[0] == "FAIL_TO_PASS" or r[2] != "passed"]
+        rest = [r for r in rows if r not in first]
+        out.append(_tests_table(first, "tests"))
+        if rest:
+            out.append(f'<details class="p2p"><summary>{len(rest)} PASS_TO_PASS tests passed</summary>'
+                       f"{_tests_table(rest, 'tests p2p-passed')}</details>")  # fmt: skip
     else:
         out.append(
             '<p class="muted">no test results (not graded, or the grading failed before the tests)</p>'
@@ -189,6 +193,13 @@ def grading_html(ep: Episode) -> str:
     if ep.log_tail:
         out.append(f"<h3>Log tail</h3>{_pre(ep.log_tail, 'log')}")
     return "".join(out)
+
+
+def _tests_table(rows: list[tuple[str, str, str, str]], cls: str) -> str:
+    body = "".join(f'<tr class="s-{s.replace(" ", "-")}"><td>{k}</td><td class="test">{esc(n)}</td>'
+                   f'<td class="status">{s}</td><td>{esc(note)}</td></tr>' for k, n, s, note in rows)  # fmt: skip
+    return (f'<table class="{cls}"><thead><tr><th>set</th><th>test</th><th>status</th><th>note</th></tr>'
+            f"</thead><tbody>{body}</tbody></table>")  # fmt: skip
 
 
 def _integrity(ep: Episode) -> str:

@@ -54,6 +54,7 @@ class RunInfo:
     warnings: list[str]
     metrics: list[dict[str, Any]] = field(default_factory=list)  # training: metrics.jsonl rows
     summary: dict[str, Any] = field(default_factory=dict)  # grade: summary.json
+    problems: dict[str, str] = field(default_factory=dict)  # instance -> problem statement (view --tasks)
 
 
 def safe_key(name: str) -> str:
