@@ -144,3 +144,31 @@ def test_out_writes_elsewhere_and_links_back_to_the_run(run_copy, tmp_path):
         run_copy / "trajectories" / "run_00" / f"{page.stem}.json"
     ).resolve()
     assert res.episodes == 120
+
+
+def test_training_records_with_per_turn_alpha_and_advantage_and_a_cut_line(synthetic_run, tmp_path):
+    """The step-record format swe-rl train writes (trajectories/step_NNNNNN.jsonl), with the per-turn `turns` a
+    trainer may add (the built-in one does not write them yet: docs/viewer.md), its last line cut mid-write."""
+    traj = json.loads(next((synthetic_run / "trajectories" / "run_00").glob("*.json")).read_text())
+    run = tmp_path / "train"
+    (run / "trajectories").mkdir(parents=True)
+    n_turns = sum(m["role"] == "assistant" for m in traj["messages"])
+    turns = [
+        {"entropy": 0.25 + k, "alpha": 1.5 - 0.25 * k, "advantage": -0.5 * (1.5 - 0.25 * k)}
+        for k in range(n_turns)
+    ]
+    rec = {"task_id": traj["task_id"], "reward": 0.0, "exit": "submitted", "messages": traj["messages"],
+           "grading": {"failure": None, "tests": {"FAIL_TO_PASS": {"t.py::test_a": "FAILED"}}}, "turns": turns}  # fmt: skip
+    line = json.dumps(rec)
+    (run / "trajectories" / "step_000001.jsonl").write_text(line + "\n" + line[: len(line) // 3])
+    (run / "metrics.jsonl").write_text(
+        json.dumps({"step": 1, "reward_mean": 0.0, "resolve_rate": 0.0}) + "\n"
+    )
+    res = build_site(run)
+    assert res.warnings == ["trajectories/step_000001.jsonl:2: a truncated JSON line, cut off mid-write (the run "
+                            "was killed, or is writing it now); that line is left out"]  # fmt: skip
+    assert res.episodes == 1
+    html = (res.view / "episodes" / "step_000001" / "0000.html").read_text()
+    assert "mean entropy 1.250 · α 1.250 · advantage -0.625" in html  # the second turn's
+    assert '<td class="test">t.py::test_a</td><td class="status">failed</td>' in html
+    assert 'data-key="reward_mean"' in (res.view / "index.html").read_text()
