@@ -24,25 +24,24 @@ def entropy_and_logsumexp(logits: Tensor, temperature: float = 1.0) -> tuple[Ten
     """The one definition of exact token entropy in swe-rl: (N, V) logits of any float dtype -> (H (N,), logsumexp
     (N,)), fp32, of softmax(logits / temperature). Every entropy the trainers use comes from here (the built-in
     trainer's `token_logprobs_and_entropy`, OpenRLHF's actor through `token_entropy`, the hidden-state variant);
-    tests/algo/test_entropy_routing.py replaces this module attribute and checks that both trainers' values move.
+    tests/openrlhf/test_entropy_routing.py replaces this module attribute and checks that both trainers' values move.
 
-    Two (N, V) fp32 buffers at most: the shifted logits z' = z - max z and e = exp(z'); then with s = sum e,
-    H = log s - sum e*z' / s (e*z' overwrites e) and logsumexp = max + log s, so a token's log-prob is
-    z_t / T - logsumexp from the same pass. In-place on its own copy, so not differentiable by itself: the
-    autograd Functions below wrap it with hand-written backwards."""
-    z = logits.to(torch.float32, copy=True)  # our own buffer: shifted in place below
+    Two (N, V) fp32 buffers at most, five passes over them in eager mode (torch.compile fuses them into about
+    two): the shifted logits z' = (z - max z) / T and e = exp(z'); then with s = sum e, H = log s - <e, z'> / s and
+    logsumexp = max / T + log s, so a token's log-prob is z_t / T - logsumexp from the same pass. Not
+    differentiable by itself: the autograd Functions below wrap it with hand-written backwards."""
+    top = logits.amax(dim=-1, keepdim=True).float()  # (N, 1) max z; max(z / T) = max(z) / T for T > 0
+    z = torch.sub(logits, top)  # (N, V) fp32, our own buffer (bf16 - fp32 promotes)
     if temperature != 1.0:
         z.div_(temperature)
-    top = z.amax(dim=-1, keepdim=True)
-    z.sub_(top)
     # A masked logit (-inf) has p = 0 and adds 0 to H; left as -inf, e*z' would be 0*(-inf) = NaN. Clamped to the
     # lowest finite float it still has e = 0, and e*z' = 0. (A row masked entirely has no distribution: NaN.)
     z.clamp_(min=_LOWEST)
     e = torch.exp(z)
     s = e.sum(-1)
-    dot = e.mul_(z).sum(-1)  # (N,) sum_v e_v z'_v, reusing e's buffer (torch's sum is pairwise: accurate)
+    dot = torch.linalg.vecdot(e, z)  # (N,) sum_v e_v z'_v without an (N, V) product in memory
     log_s = torch.log(s)
-    return log_s - dot / s, log_s + top.squeeze(-1)
+    return log_s - dot / s, log_s + top.squeeze(-1) / temperature
 
 
 def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
@@ -54,9 +53,25 @@ def _kernel(logits: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
     """`entropy_and_logsumexp`, looked up at call time (so the routing test's replacement reaches every caller),
     compiled by torch.compile when SWE_RL_ENTROPY_COMPILE=1 (default off: measured in bench/entropy.py)."""
     fn = entropy_and_logsumexp
-    if os.environ.get("SWE_RL_ENTROPY_COMPILE", "0") == "1" and fn.__module__ == __name__:
+    if _compile_on() and fn.__module__ == __name__:
         fn = _compiled(fn)
     return fn(logits, temperature)
+
+
+def _logsumexp(logits: Tensor, temperature: float) -> Tensor:
+    """(N, V) -> (N,) fp32 logsumexp(logits / T): the log-probs' normalizer when no entropy is asked for (compiled
+    under the same flag, so "with" and "without entropy" compare like with like)."""
+    return (_compiled(_plain_logsumexp) if _compile_on() else _plain_logsumexp)(logits, temperature)
+
+
+def _plain_logsumexp(logits: Tensor, temperature: float) -> Tensor:
+    return torch.logsumexp(_scaled(logits, temperature), dim=-1)
+
+
+def _compile_on() -> bool:
+    """SWE_RL_ENTROPY_COMPILE=1: torch.compile the kernels (default off; bench/entropy.py and bench/step_cost.py
+    measure both ways)."""
+    return os.environ.get("SWE_RL_ENTROPY_COMPILE", "0") == "1"
 
 
 @functools.cache
@@ -157,7 +172,7 @@ class _ChunkedLogpEntropy(torch.autograd.Function):
             if with_h:
                 h[sl], lse[sl] = _kernel(z, temp)
             else:  # the log-probs alone: the baseline the entropy's cost is measured against
-                lse[sl] = torch.logsumexp(_scaled(z, temp), dim=-1)
+                lse[sl] = _logsumexp(z, temp)
             lp[sl] = z.gather(-1, targets[sl, None]).squeeze(-1).float() / temp - lse[sl]
         ctx.save_for_backward(logits, targets, h, lse)
         ctx.chunk, ctx.temperature, ctx.with_h = chunk, temp, with_h

@@ -1,0 +1,278 @@
+"""What AEM and exact entropy cost an RL step, measured on the trainers' own paths, GRPO alone as the baseline in the
+same run (issue 61).
+
+One step, as the built-in trainer runs it (swe_rl/train/loop.py): the old-policy forward under no_grad
+(`token_logprobs_entropy`: log-probs, with or without the exact entropy from the same logsumexp), the advantages
+(swe_rl.algo: GRPO, or GRPO + AEM on that entropy), then forward + backward in micro-batches and the optimizer
+step. GRPO alone = forward without entropy + GRPO + update; GRPO + AEM + entropy = forward with entropy + AEM +
+update; their difference over GRPO alone is the share the issue's goal (<= 1%) is about, split into the entropy's
+and AEM's parts. Every step times the old-policy forward four ways (with and without entropy, eager and with
+SWE_RL_ENTROPY_COMPILE=1; the order rotates each step, so load drift hits all), and the shares are given both ways.
+Beside it, OpenRLHF's policy actor: upstream's `Actor.forward` (run verbatim from the installed openrlhf source,
+as bench/openrlhf_seam.py does) per micro-batch, plain (old log-probs) and through our `exact_forward`
+(return_entropy with swe_rl.algo's entropy). Skipped with one line when openrlhf is not installed.
+
+Shapes (random init, no gradient checkpointing on the CPU): `1.5b` Qwen2.5-1.5B, 16 x 4096 tokens; `7b`
+Qwen2.5-7B, 8 x 4096 (bf16 weights and AdamW, gradient checkpointing; the 7B wants an H200); `cpu` hidden 256,
+4 layers, Qwen's whole 151,936 vocabulary, 4 x 256 tokens, fp32 (the vocabulary passes are what entropy costs).
+
+Usage: python bench/step_cost.py [--shapes 1.5b,7b | --cpu] [--steps 3] [--out DIR]
+Without CUDA and without --cpu it prints one line and exits 0. Results: DIR/step_cost.{json,md} when --out is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime
+import importlib.util
+import json
+import os
+import sys
+import time
+import types
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
+
+import torch
+
+VOCAB = 151_936
+SHAPES = {  # hidden, layers, heads, kv heads, ffn, batch, seq, rows per LM-head chunk / update micro-batch
+    "1.5b": dict(hidden=1536, layers=28, heads=12, kv=2, ffn=8960, batch=16, seq=4096, rows=2, micro=4),
+    "7b": dict(hidden=3584, layers=28, heads=28, kv=4, ffn=18944, batch=8, seq=4096, rows=1, micro=2),
+    "cpu": dict(hidden=256, layers=4, heads=4, kv=2, ffn=512, batch=4, seq=256, rows=2, micro=2),
+}
+
+
+# the old-policy forward four ways: (with entropy, SWE_RL_ENTROPY_COMPILE)
+FORWARDS = {
+    "old_forward_s": (False, "0"),
+    "old_forward_entropy_s": (True, "0"),
+    "old_forward_compiled_s": (False, "1"),
+    "old_forward_entropy_compiled_s": (True, "1"),
+}
+
+
+def _now(dev: str) -> float:
+    if dev == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter()
+
+
+def build(shape: dict, dev: str, dtype: torch.dtype):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = Qwen2Config(vocab_size=VOCAB, hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
+                      num_attention_heads=shape["heads"], num_key_value_heads=shape["kv"],
+                      intermediate_size=shape["ffn"], max_position_embeddings=max(shape["seq"], 4096),
+                      tie_word_embeddings=shape["hidden"] < 2048, initializer_range=0.2)  # fmt: skip
+    torch.manual_seed(0)
+    with torch.device(dev):
+        model = Qwen2ForCausalLM(cfg).to(dtype)
+    if dev == "cuda":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+    return model
+
+
+def make_batch(shape: dict, dev: str):
+    from swe_rl.train.batch import Batch
+
+    g = torch.Generator().manual_seed(1)
+    b, t = shape["batch"], shape["seq"]
+    ids = torch.randint(0, VOCAB, (b, t), generator=g)
+    mask = torch.zeros(b, t)
+    turn = max(t // 16, 2)
+    for start in range(t // 8, t - 1, 2 * turn):  # policy turns between observations
+        mask[:, start : start + turn] = 1.0
+    mask[:, 0] = 0.0
+    batch = Batch(ids, torch.ones_like(ids), mask, torch.zeros(b, t)).to(dev)
+    rewards = torch.randint(0, 2, (b,), generator=g).float().to(dev)
+    return batch, rewards, (torch.arange(b) // 4).to(dev)
+
+
+def upstream_actor_cls():
+    """OpenRLHF's `Actor` class and the helpers its forward calls, executed from the installed source (its module
+    imports DeepSpeed, flash-attn and peft at top level, which a lent GPU machine lacks); None without openrlhf."""
+    spec = importlib.util.find_spec("openrlhf")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    helpers = [n for n in ast.parse((root / "models/utils.py").read_text()).body
+               if isinstance(n, ast.FunctionDef)
+               and n.name in ("compute_entropy", "log_probs_from_logits", "_logsumexp_by_chunk")]  # fmt: skip
+    actor = [n for n in ast.parse((root / "models/actor.py").read_text()).body
+             if isinstance(n, ast.ClassDef) and n.name == "Actor"]  # fmt: skip
+    ns = {"torch": torch, "nn": torch.nn, "F": torch.nn.functional, "dist": torch.distributed,
+          "Optional": __import__("typing").Optional, "__name__": "openrlhf_actor"}  # fmt: skip
+    exec(
+        compile(ast.Module(body=[*helpers, *actor], type_ignores=[]), str(root / "models/actor.py"), "exec"),
+        ns,
+    )
+    return ns["Actor"]
+
+
+def openrlhf_forwards(model, batch, rows: int, dev: str) -> dict[str, float] | None:
+    """Seconds of upstream's old-log-prob forward over the batch, `rows` sequences a call, plain and through our
+    exact_forward (return_entropy, swe_rl.algo's entropy); None without openrlhf."""
+    from swe_rl.train.openrlhf.entropy_forward import exact_forward
+
+    cls = upstream_actor_cls()
+    if cls is None:
+        return None
+    actor = cls(model, temperature=1.0)
+    actor.packing_samples = False
+    policy = types.SimpleNamespace(actor=actor, strategy=types.SimpleNamespace(ring_attn_group=None))
+    amask = batch.loss_mask[:, 1:].bool()
+    out = {}
+    for name in ("plain", "entropy"):
+        t0 = _now(dev)
+        for s in range(0, batch.size, rows):
+            sl = slice(s, s + rows)
+            if name == "plain":
+                with torch.no_grad():
+                    actor(batch.input_ids[sl], amask[sl], batch.attention_mask[sl])
+            else:
+                exact_forward(policy, batch.input_ids[sl], amask[sl], batch.attention_mask[sl], chunk=512)
+        out[name] = _now(dev) - t0
+    model.train()
+    return out
+
+
+def one_step(model, opt, batch, rewards, groups, shape: dict, dev: str, order: int) -> dict[str, float]:
+    from swe_rl.algo.config import AlgoConfig
+    from swe_rl.algo.pipeline import compute_advantages, compute_policy_loss
+    from swe_rl.train.batch import token_logprobs_entropy
+
+    grpo, aem = AlgoConfig(), AlgoConfig.model_validate({"modulator": {"kind": "aem"}})
+    valid = torch.ones_like(rewards, dtype=torch.bool)
+    exits = ["submitted"] * batch.size
+    t: dict[str, float] = {}
+    ent = old_lp = None
+    variants = list(FORWARDS.items())
+    for key, (with_ent, compiled) in variants[order % 4 :] + variants[: order % 4]:  # rotated: drift hits all
+        os.environ["SWE_RL_ENTROPY_COMPILE"] = compiled
+        t0 = _now(dev)
+        with torch.no_grad():
+            old_lp, e = token_logprobs_entropy(model, batch, chunk=shape["rows"], with_entropy=with_ent)
+        t[key] = _now(dev) - t0
+        ent = e if with_ent else ent
+    os.environ.pop("SWE_RL_ENTROPY_COMPILE", None)
+    for name, cfg in (("grpo_adv_s", grpo), ("aem_adv_s", aem)):
+        t0 = _now(dev)
+        res = compute_advantages(cfg, rewards, groups, valid, batch.loss_mask, ent, exits)
+        t[name] = _now(dev) - t0
+    t0 = _now(dev)
+    opt.zero_grad(set_to_none=True)
+    for idx in torch.arange(batch.size, device=batch.input_ids.device).split(shape["micro"]):
+        lp, _ = token_logprobs_entropy(model, batch.select(idx), chunk=shape["rows"], with_entropy=False)
+        loss, _ = compute_policy_loss(aem, lp, old_lp[idx], res.token_advantages[idx], res.loss_mask[idx])
+        (loss * len(idx) / batch.size).backward()
+    opt.step()
+    t["update_s"] = _now(dev) - t0
+    return t
+
+
+def bench_shape(name: str, dev: str, steps: int) -> dict:
+    shape = SHAPES[name]
+    model = build(shape, dev, torch.bfloat16 if dev == "cuda" else torch.float32)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-7)
+    batch, rewards, groups = make_batch(shape, dev)
+    if dev == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    rows = []
+    for step in range(steps + 1):  # step 0 warms up (kernels, allocator)
+        row = one_step(model, opt, batch, rewards, groups, shape, dev, step)
+        orl = openrlhf_forwards(model, batch, shape["micro"], dev)
+        if orl is not None:
+            row.update({"openrlhf_forward_s": orl["plain"], "openrlhf_forward_entropy_s": orl["entropy"]})
+        print(f"  {name} step {step}: " + json.dumps({k: round(v, 4) for k, v in row.items()}), flush=True)
+        if step:
+            rows.append(row)
+    m = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
+    grpo_step = m["old_forward_s"] + m["grpo_adv_s"] + m["update_s"]
+    full_step = m["old_forward_entropy_s"] + m["aem_adv_s"] + m["update_s"]
+    out = {"shape": name, **shape, "vocab": VOCAB, "steps": steps, **m,
+           "params_b": sum(p.numel() for p in model.parameters()) / 1e9, "grpo_step_s": grpo_step,
+           "full_step_s": full_step, "train_tokens_per_s": batch.input_ids.numel() / full_step,
+           "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if dev == "cuda" else float("nan"),
+           "entropy_share": (m["old_forward_entropy_s"] - m["old_forward_s"]) / grpo_step,
+           "aem_share": (m["aem_adv_s"] - m["grpo_adv_s"]) / grpo_step,
+           "aem_entropy_share": (full_step - grpo_step) / grpo_step,
+           "forward_entropy_ratio": m["old_forward_entropy_s"] / m["old_forward_s"]}  # fmt: skip
+    compiled_grpo = m["old_forward_compiled_s"] + m["grpo_adv_s"] + m["update_s"]
+    out["compiled_entropy_share"] = (
+        m["old_forward_entropy_compiled_s"] - m["old_forward_compiled_s"]
+    ) / compiled_grpo
+    out["compiled_aem_entropy_share"] = (
+        m["old_forward_entropy_compiled_s"] + m["aem_adv_s"] - m["old_forward_compiled_s"] - m["grpo_adv_s"]
+    ) / compiled_grpo
+    out["compiled_forward_entropy_ratio"] = m["old_forward_entropy_compiled_s"] / m["old_forward_compiled_s"]
+    if "openrlhf_forward_s" in m:
+        out["openrlhf_entropy_ratio"] = m["openrlhf_forward_entropy_s"] / m["openrlhf_forward_s"]
+        out["openrlhf_entropy_share"] = (
+            m["openrlhf_forward_entropy_s"] - m["openrlhf_forward_s"]
+        ) / grpo_step
+    del model, opt
+    if dev == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def markdown(env: dict, shapes: list[dict]) -> str:
+    lines = [f"# Step cost of AEM and exact entropy, {env['date']}", "", f"{env['device']}; {env['versions']}", "",
+             "| shape | tokens / step | GRPO step | GRPO+AEM+entropy step | entropy share | AEM share | "
+             "AEM+entropy share (compiled) | old forward with / without entropy (compiled) | OpenRLHF forward "
+             "with / without | peak GiB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in shapes:
+        orl = f"{r['openrlhf_entropy_ratio']:.3f}x" if "openrlhf_entropy_ratio" in r else "not installed"
+        lines.append(f"| {r['shape']} | {r['batch']} x {r['seq']} | {r['grpo_step_s']:.3f} s | {r['full_step_s']:.3f}"
+                     f" s | {100 * r['entropy_share']:.2f}% | {100 * r['aem_share']:.2f}% | "
+                     f"{100 * r['aem_entropy_share']:.2f}% ({100 * r['compiled_aem_entropy_share']:.2f}%) | "
+                     f"{r['forward_entropy_ratio']:.3f}x ({r['compiled_forward_entropy_ratio']:.3f}x) | {orl} | "
+                     f"{r['peak_gib']:.0f} |")  # fmt: skip
+    return "\n".join([*lines, ""])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default="1.5b,7b")
+    ap.add_argument("--cpu", action="store_true", help="the small CPU shape (runs without a GPU)")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0, help="CPU torch threads (0: torch's default)")
+    ap.add_argument("--out", default="")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.cpu:
+        dev, names = "cpu", ["cpu"]
+    elif not torch.cuda.is_available():
+        print("step_cost: skipped, needs a CUDA GPU (or --cpu for the small CPU shape)")
+        return 0
+    else:
+        dev, names = "cuda", args.shapes.split(",")
+    import transformers
+
+    env = {"date": datetime.datetime.now(datetime.UTC).date().isoformat(),
+           "device": torch.cuda.get_device_name() if dev == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
+           "versions": f"torch {torch.__version__}, transformers {transformers.__version__}"}  # fmt: skip
+    print(f"step_cost: {env['device']}, {env['versions']}", flush=True)
+    shapes = [bench_shape(n, dev, args.steps) for n in names]
+    for r in shapes:
+        print("step_cost " + json.dumps(r), flush=True)
+    md = markdown(env, shapes)
+    print(md)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "step_cost.json").write_text(json.dumps({"env": env, "shapes": shapes}, indent=1))
+        (out / "step_cost.md").write_text(md)
+        print(f"step_cost: results in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
