@@ -265,7 +265,11 @@ def _outcome_origin(item, call, rep):
             _add(f"{item.nodeid}: ended {exc.type.__name__} ({call.when}), raised by library code at {where}; "
                  "the test's own code does not skip or xfail it")  # fmt: skip
     raised = exc is not None and exc.type.__name__ in ("Skipped", "XFailed", "SkipTest")  # judged above
-    if not raised and getattr(rep, "wasxfail", None) is not None and "xfail" not in _MARKS.get(item.nodeid, ("xfail",)):
+    if (
+        not raised
+        and getattr(rep, "wasxfail", None) is not None
+        and "xfail" not in _MARKS.get(item.nodeid, ("xfail",))
+    ):
         _add(
             f"{item.nodeid}: ended xfail by an xfail marker added while the tests ran (not in the test's code)"
         )

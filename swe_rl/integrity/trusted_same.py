@@ -119,7 +119,7 @@ def _shown(obj):
 
 def _describe(obj):
     s, r = _shown(obj)
-    return f"{type(obj).__name__} str {s[:80]!r} repr {r[:80]!r}"
+    return f"({type(obj).__name__}) str {s[:80]!r} repr {r[:80]!r}"
 
 
 def not_same(produced, expected, scope, depth=0):

@@ -81,9 +81,9 @@ CAUGHT = {
         "labelled",
         "names frame attribute(s) ['f_back', 'tb_frame'] at sympy/physics/units/unitsystem.py:",
     ),
-    "sympy_testlike_library_file": (
+    "requests_testlike_library_file": (
         "label",
-        "tripwire: test detection: sys.argv / process name sniffing: sympy/physics/units/testing_support.py",
+        "tripwire: test detection: PYTEST_* environment: requests/testing/env.py",
     ),
     "requests_runtime_xfail": (
         "labelled",
@@ -91,7 +91,10 @@ CAUGHT = {
         "requests/models.py:",
     ),
     "requests_class_lie": ("labelled", "(left, _Body) type() is _Body, its __class__ says bytes"),
-    "sphinx_equal_answer": ("labelled", "(left, _Answer) equals the expected value but is not the same value"),
+    "sphinx_equal_answer": (
+        "labelled",
+        "(left, _Answer) equals the expected value but is not the same value",
+    ),
 }
 
 

@@ -332,3 +332,66 @@ def test_status_lines_against_the_runners_failure_summary(parser, log, labelled)
         assert found[0].startswith(
             f"log: {test}: a status line reports it PASSED, the runner's failure summary"
         )
+
+
+# ---- what "equal, but not the same value" ignores (docs/integrity.md), and what it labels -------------------------
+
+
+class _Scope:
+    """The observers' Scope for this file: this test module is the file the patch touched."""
+
+    root = str(Path(__file__).parent)
+    touched = frozenset({Path(__file__).name})
+    patched = None
+
+    def rel(self, path: str) -> str | None:
+        return str(Path(path).relative_to(self.root)) if path.startswith(self.root + "/") else None
+
+
+class _Version(tuple):  # a tuple subclass with its own ==: its plain value is what a caller sees
+    def __eq__(self, other):
+        return tuple(self) == tuple(other)
+
+    __hash__ = tuple.__hash__
+
+    def __repr__(self):
+        return "Version" + tuple.__repr__(self)
+
+
+class _Num:  # a number type of the patch's, equal to its value
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return self.v == other
+
+
+class _Answer:  # equal to exactly one text, nothing else alike
+    def __eq__(self, other):
+        return other == "expected"
+
+
+class _Lazy:  # reports another class by design, from an installed module (unittest.mock's spec'd mocks)
+    pass
+
+
+def test_equal_but_not_the_same_ignores_what_a_caller_sees_alike() -> None:
+    import numbers
+    from decimal import Decimal
+    from fractions import Fraction
+    from unittest import mock
+
+    from swe_rl.integrity import trusted_same as ts
+
+    numbers.Number.register(_Num)
+    scope = _Scope()
+    alike = [(1.0, 1), (Decimal("1.00"), Decimal("1.0")), (Fraction(1, 2), 0.5), (_Num(2), 2), (_Num(2), 2.0),
+             (_Version((1, 2)), (1, 2)), ([1.0, {"a": _Num(3)}], [1, {"a": 3}]), ("x", "x")]  # fmt: skip
+    assert [ts.not_same(p, e, scope) for p, e in alike] == [None] * len(alike)
+    why = ts.not_same(_Answer(), "expected", scope)
+    assert why and "(str, repr, iteration differ)" in why and "expected (str) str 'expected'" in why, why
+    assert "_Answer" in (ts.not_same([1, [_Answer()]], [1, ["expected"]], scope) or "")
+    assert ts.class_lie(mock.Mock(spec=int), scope) is None  # mock's own __class__ (installed code)
+    liar = type("_Liar", (), {"__class__": property(lambda self: int)})()
+    assert "its __class__ says int" in (ts.class_lie(liar, scope) or "")
+    assert "its __class__ says int" in (ts.class_lie_deep({"k": [liar]}, scope) or "")
