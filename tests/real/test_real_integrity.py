@@ -6,7 +6,10 @@ get the unfixed bug graded resolved by the plain official run (guards and probe 
 unresolved (a runner file the gold leaves alone is put back at base) or labelled by the probe run. Issue 45 adds
 values that agree with anything whatever their class's origin (unittest.mock.ANY from library code under sympy's
 plain asserts and under pytest 7, a str subclass with methods borrowed from an installed class) and sphinx's own
-test-support code as runner code."""
+test-support code as runner code. Issue 60 adds the answer read from the call stack (django on Python 3.11, sympy on
+3.9), pytest's xfail raised by library code and an object whose __class__ lies (requests), printed output read as a
+django status, a value equal to exactly the expected text (sphinx under tox) and a library file under a test-like
+name: each resolved by the plain run with no label before issue 60 (django_printed_ok: by the probe only)."""
 
 from __future__ import annotations
 
