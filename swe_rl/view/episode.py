@@ -96,7 +96,7 @@ def _eval_episode(root: Path, src: Source) -> Episode:
         raise ValueError(f"{src.files[0]}: not a trajectory JSON object")
     traj = Trajectory(**data)
     grading = _read_json(root / src.files[1])
-    grading = grading if isinstance(grading, dict) else None
+    grading = grading if isinstance(grading, dict) else _own_grading(traj)
     rep = episode_from(traj, grading, repo_of(traj.task_id))
     g = grading or traj.metrics.get("grading") or {}
     ep = Episode(src.key, "eval", traj.task_id, rep.repo, traj.sample_idx, None, rep.bucket, rep.exit_status,
@@ -105,6 +105,16 @@ def _eval_episode(root: Path, src: Source) -> Episode:
     _fill_messages(ep, traj.messages, traj.entropy, traj.loss_mask)
     ep.raw = [("trajectory", src.files[0])] + ([("grading", src.files[1])] if grading else [])
     return ep
+
+
+def _own_grading(traj: Any) -> dict[str, Any] | None:
+    """A run being written: the episode's file is there, its grading file not yet. With `grader: ours` the
+    trajectory carries its grading; the record swe_rl.evaluation.harness.grading_record would write from it."""
+    g = traj.metrics.get("grading")
+    if not isinstance(g, dict) or traj.exit_status == "error":
+        return None
+    return {"resolved": bool(traj.resolved), "reward": traj.reward, "failure": g.get("failure"),
+            "tests": g.get("tests") or {}, "suspicious": g.get("suspicious") or [], "log_tail": g.get("log_tail")}  # fmt: skip
 
 
 def _line_episode(info: RunInfo, src: Source, cache: dict[str, Any]) -> Episode:

@@ -77,8 +77,9 @@ def _trajectory(task: Any, iid: str, run: int, outcome: str, rng: random.Random)
     traj = Trajectory(iid, run, msgs[1]["span"][1], ids, mask, logprobs, entropy, [], msgs,
                       "" if outcome in ("empty_patch", "infra_failure") else task.patch, exit_status,
                       exit_status == "submitted", exit_status != "submitted")  # fmt: skip
-    traj.reward = None if infra else 1.0 if outcome == "resolved" else 0.0
-    traj.resolved = outcome == "resolved"
+    # an evaluation keeps a suspicious episode's verdict (reward policy `keep`), labelled
+    traj.resolved = outcome in ("resolved", "suspicious")
+    traj.reward = None if infra else 1.0 if traj.resolved else 0.0
     traj.error = (
         "Traceback (most recent call last):\n  ...\nSandboxStartError: container did not start"
         if infra
@@ -132,10 +133,12 @@ def make_eval_run(root: str | Path, instances: int = 500, runs: int = 4, seed: i
             task = tasks[i % len(tasks)]
             outcome = rng.choices([o for o, _ in OUTCOMES], weights)[0]
             traj = _trajectory(task, iid, r, outcome, rng)
+            grading = _grading(task, traj, outcome)
+            if outcome != "infra_failure":  # with `grader: ours` an episode carries its grading (rollout_one)
+                traj.metrics["grading"] = {k: grading[k] for k in ("failure", "tests", "suspicious")}
             # Trajectory.to_json's text (dataclasses.asdict deep-copies every token list: 0.1 s an episode)
             text = json.dumps(vars(traj))
             _write(run.traj_path(r, iid), text)
-            grading = _grading(task, traj, outcome)
             _write(run.grading_path(r, iid), json.dumps(grading, sort_keys=True))
             lines.append(text)
             preds.append(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,15 @@ def test_training_records_with_per_turn_alpha_and_advantage_and_a_cut_line(synth
     assert "mean entropy 1.250 · α 1.250 · advantage -0.625" in html  # the second turn's
     assert '<td class="test">t.py::test_a</td><td class="status">failed</td>' in html
     assert 'data-key="reward_mean"' in (res.view / "index.html").read_text()
+
+
+def test_a_run_being_written_shows_episodes_whose_grading_file_is_not_there_yet(run_copy):
+    """swe-rl eval writes an episode's trajectory, then its grading record: between the two (or with the run
+    killed there) the viewer reads the grading the trajectory carries, as the harness's own collect() does."""
+    report = json.loads((run_copy / "report" / "report.json").read_text())
+    for f in (run_copy / "grading").rglob("*.json"):
+        f.unlink()
+    shutil.rmtree(run_copy / "report")
+    res = build_site(run_copy)
+    assert res.report["counts"] == report["counts"]
+    assert len(res.report["suspicious"]) == len(report["suspicious"])

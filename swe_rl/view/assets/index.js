@@ -126,7 +126,7 @@
           a.textContent = r[col.instance];
           td.appendChild(a);
         } else if (c === "suspicious" && r[col.suspicious]) {
-          td.textContent = "suspicious";
+          td.textContent = r[col.suspicious];  // the grader's reasons (cut by the stylesheet; all in the tooltip)
           td.title = r[col.suspicious];
         } else td.textContent = show(r[col[c]]);
         tr.appendChild(td);
