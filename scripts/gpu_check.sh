@@ -7,9 +7,11 @@
 #   4. two RL steps of the built-in trainer on the GPU (configs/train/gpu_check.yaml: generated micro tasks, the
 #      local sandbox backend, rollouts in-process on one event loop, no Ray).
 # Logs go to $OUT (the device tool brings that folder back), else to runs/gpu_check/. Exit 0 = every part passed.
-# --bench instead runs the GPU benchmarks, a second call when device time is left (~6 min): bench/generate.py
-# (ours vs transformers' generate, best of 2) and bench/gpu_train.py (1.5B shape, GPU_BENCH_SHAPES=1.5b,7b for
-# both), their tables in $OUT/bench/ (the default docs/results/ would stay on that machine).
+# --bench instead runs the GPU benchmarks (~6-7 min on an H200; the 7B shape needs its memory): bench/step_cost.py
+# (AEM's and exact entropy's share of a step at the 1.5B and 7B shapes, GPU_BENCH_SHAPES to choose), bench/sampler.py
+# (one sampling step), bench/generate.py (ours vs generate with the same warpers, best of 2) and bench/entropy.py
+# (the entropy kernel's chunks, eager vs compiled), each table in $OUT/bench/ as its part ends (the default
+# docs/results/ would stay on that machine). bench/gpu_train.py (tokens/s, the trainer's split) is run by hand.
 # Usage: bash scripts/gpu_check.sh                 on the GPU machine (fails without CUDA)
 #        bash scripts/gpu_check.sh --allow-cpu     dry run here: the same parts on the CPU at small sizes
 #        bash scripts/gpu_check.sh --bench [--allow-cpu]
@@ -77,8 +79,11 @@ fi
 if [ "$BENCH" = 1 ]; then
   DRY=()
   [ "$CUDA" = 1 ] || DRY=(--cpu-dry-run)
-  part bench-generate 280 "$PY" bench/generate.py --repeat 2 --out "$LOGS/bench" "${DRY[@]}"
-  part bench-train 240 "$PY" bench/gpu_train.py --shapes "${GPU_BENCH_SHAPES:-1.5b}" --out "$LOGS/bench" "${DRY[@]}"
+  # issue 61's benchmarks, the step's shares first (the 7B shape wants an H200: name kind nvidia-h200)
+  part bench-step 300 "$PY" bench/step_cost.py --shapes "${GPU_BENCH_SHAPES:-1.5b,7b}" --steps 2 --out "$LOGS/bench" "${DRY[@]}"
+  part bench-sampler 60 "$PY" bench/sampler.py --out "$LOGS/bench" "${DRY[@]}"
+  part bench-generate 240 "$PY" bench/generate.py --repeat 2 --skip-logits --out "$LOGS/bench" "${DRY[@]}"
+  part bench-entropy 120 "$PY" bench/entropy.py --out "$LOGS/bench" "${DRY[@]}"
   say "done in $((SECONDS - START)) s, exit $status"
   exit $status
 fi
