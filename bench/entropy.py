@@ -13,6 +13,7 @@ CPU 512 tokens in fp32):
   flag is on).
 
 Usage: python bench/entropy.py [--device auto|cpu|cuda] [--tokens N] [--repeat 5] [--no-compile] [--out DIR]
+       python bench/entropy.py --cpu-dry-run
 """
 
 from __future__ import annotations
@@ -62,8 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunks", default="", help="comma-separated token chunks (default: the device's set)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument(
+        "--cpu-dry-run", action="store_true", help="64 tokens on the CPU, eager only: checks the code"
+    )
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
+    if args.cpu_dry_run:
+        args.device, args.tokens, args.chunks, args.repeat, args.no_compile = "cpu", 64, "32", 1, True
     cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     dev = "cuda" if cuda else "cpu"
     n = args.tokens or (4096 if cuda else 512)

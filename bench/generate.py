@@ -1,6 +1,8 @@
 """Generation benchmark: HFLocalPolicy.generate_batch against transformers' own `generate` (plain, and returning
 the logits), side by side in one run: greedy, sampled at T=1, and Qwen3's recommended sampling (T=0.6, top_p 0.95,
-top_k 20: transformers applies top_p with a sort over the whole vocabulary, ours from the top 256).
+top_k 20: transformers' warpers sort the whole vocabulary for top_p; ours selects the top_k + 1 most likely and
+draws among the kept ones, issue 61). `generate` is called with the same warpers (do_sample, temperature, top_k,
+top_p), which it applies in the order temperature, top_k, top_p.
 
 On a CUDA device (the default when there is one): a random Qwen2.5-1.5B shape in bf16, 32 prompts of ~1K tokens,
 256 new tokens each (no stop token, so every row generates all 256). Ours also returns the log-prob and the exact
@@ -9,7 +11,8 @@ entropy of every token; `generate` returning logits is the like-for-like compari
 Without CUDA: the same comparison on this CPU at a small shape with Qwen's whole 151,936-row vocabulary (hidden 256,
 4 layers, 16 prompts of ~128 tokens, 32 new), where every pass over the vocabulary shows.
 
-Usage: python bench/generate.py [--device auto|cpu|cuda] [--prompts N] [--prompt-len N] [--new N] [--repeat 3] [--out DIR]
+Usage: python bench/generate.py [--device auto|cpu|cuda] [--prompts N] [--prompt-len N] [--new N] [--repeat 3]
+                                [--skip-logits] [--out DIR]
        python bench/generate.py --cpu-dry-run   (a tiny shape on the CPU: checks the code in seconds)
 Results go to docs/results/<date>_gpu_bench/generate.{json,md} when run on a GPU, to --out when given.
 """
@@ -120,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="CPU torch threads (0: torch's default)")
     ap.add_argument("--cpu-dry-run", action="store_true")
+    ap.add_argument(
+        "--skip-logits", action="store_true", help="leave out `generate` returning logits (saves a third)"
+    )
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -146,9 +152,10 @@ def main(argv: list[str] | None = None) -> int:
             model, prompts, new, h
         )
         runs[("transformers generate", how)] = lambda h=how: hf_generate(model, prompts, new, False, h)
-        runs[("transformers generate, output_logits", how)] = lambda h=how: hf_generate(
-            model, prompts, new, True, h
-        )
+        if not args.skip_logits:
+            runs[("transformers generate, output_logits", how)] = lambda h=how: hf_generate(
+                model, prompts, new, True, h
+            )
     for fn in runs.values():  # warm-up: kernels, allocator
         fn()
     best: dict[tuple[str, str], float] = {}

@@ -16,8 +16,9 @@ Shapes (random init, no gradient checkpointing on the CPU): `1.5b` Qwen2.5-1.5B,
 Qwen2.5-7B, 8 x 4096 (bf16 weights and AdamW, gradient checkpointing; the 7B wants an H200); `cpu` hidden 256,
 4 layers, Qwen's whole 151,936 vocabulary, 4 x 256 tokens, fp32 (the vocabulary passes are what entropy costs).
 
-Usage: python bench/step_cost.py [--shapes 1.5b,7b | --cpu] [--steps 3] [--out DIR]
-Without CUDA and without --cpu it prints one line and exits 0. Results: DIR/step_cost.{json,md} when --out is given.
+Usage: python bench/step_cost.py [--shapes 1.5b,7b | --cpu | --cpu-dry-run] [--steps 3] [--out DIR]
+Without CUDA and without --cpu it prints one line and exits 0. Results: DIR/step_cost.{json,md} when --out is given,
+rewritten after each shape; a shape that runs out of memory is a row saying so (exit 1), the others are kept.
 """
 
 from __future__ import annotations
@@ -38,13 +39,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain
 import torch
 
 VOCAB = 151_936
-SHAPES = {  # hidden, layers, heads, kv heads, ffn, batch, seq, rows per LM-head chunk / update micro-batch
-    "1.5b": dict(hidden=1536, layers=28, heads=12, kv=2, ffn=8960, batch=16, seq=4096, rows=2, micro=4),
-    "7b": dict(hidden=3584, layers=28, heads=28, kv=4, ffn=18944, batch=8, seq=4096, rows=1, micro=2),
-    "cpu": dict(hidden=256, layers=4, heads=4, kv=2, ffn=512, batch=4, seq=256, rows=2, micro=2),
+SHAPES = {  # hidden, layers, heads, kv heads, ffn, batch, seq, rows per LM-head chunk / update micro-batch, vocab
+    "1.5b": dict(
+        hidden=1536, layers=28, heads=12, kv=2, ffn=8960, batch=16, seq=4096, rows=2, micro=4, vocab=VOCAB
+    ),
+    "7b": dict(
+        hidden=3584, layers=28, heads=28, kv=4, ffn=18944, batch=8, seq=4096, rows=1, micro=2, vocab=VOCAB
+    ),
+    "cpu": dict(hidden=256, layers=4, heads=4, kv=2, ffn=512, batch=4, seq=256, rows=2, micro=2, vocab=VOCAB),
+    "dry": dict(hidden=64, layers=2, heads=4, kv=2, ffn=128, batch=4, seq=64, rows=2, micro=2, vocab=2048),
 }
-
-
 # the old-policy forward four ways: (with entropy, SWE_RL_ENTROPY_COMPILE)
 FORWARDS = {
     "old_forward_s": (False, "0"),
@@ -63,7 +67,7 @@ def _now(dev: str) -> float:
 def build(shape: dict, dev: str, dtype: torch.dtype):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    cfg = Qwen2Config(vocab_size=VOCAB, hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
+    cfg = Qwen2Config(vocab_size=shape["vocab"], hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
                       num_attention_heads=shape["heads"], num_key_value_heads=shape["kv"],
                       intermediate_size=shape["ffn"], max_position_embeddings=max(shape["seq"], 4096),
                       tie_word_embeddings=shape["hidden"] < 2048, initializer_range=0.2)  # fmt: skip
@@ -81,7 +85,7 @@ def make_batch(shape: dict, dev: str):
 
     g = torch.Generator().manual_seed(1)
     b, t = shape["batch"], shape["seq"]
-    ids = torch.randint(0, VOCAB, (b, t), generator=g)
+    ids = torch.randint(0, shape["vocab"], (b, t), generator=g)
     mask = torch.zeros(b, t)
     turn = max(t // 16, 2)
     for start in range(t // 8, t - 1, 2 * turn):  # policy turns between observations
@@ -194,7 +198,7 @@ def bench_shape(name: str, dev: str, steps: int) -> dict:
     m = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
     grpo_step = m["old_forward_s"] + m["grpo_adv_s"] + m["update_s"]
     full_step = m["old_forward_entropy_s"] + m["aem_adv_s"] + m["update_s"]
-    out = {"shape": name, **shape, "vocab": VOCAB, "steps": steps, **m,
+    out = {"shape": name, **shape, "steps": steps, **m,
            "params_b": sum(p.numel() for p in model.parameters()) / 1e9, "grpo_step_s": grpo_step,
            "full_step_s": full_step, "train_tokens_per_s": batch.input_ids.numel() / full_step,
            "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if dev == "cuda" else float("nan"),
@@ -228,6 +232,9 @@ def markdown(env: dict, shapes: list[dict]) -> str:
              "with / without | peak GiB |",
              "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in shapes:
+        if "error" in r:
+            lines.append(f"| {r['shape']} | {r['error']} |")
+            continue
         orl = f"{r['openrlhf_entropy_ratio']:.3f}x" if "openrlhf_entropy_ratio" in r else "not installed"
         lines.append(f"| {r['shape']} | {r['batch']} x {r['seq']} | {r['grpo_step_s']:.3f} s | {r['full_step_s']:.3f}"
                      f" s | {100 * r['entropy_share']:.2f}% | {100 * r['aem_share']:.2f}% | "
@@ -241,14 +248,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default="1.5b,7b")
     ap.add_argument("--cpu", action="store_true", help="the small CPU shape (runs without a GPU)")
+    ap.add_argument("--cpu-dry-run", action="store_true", help="a tiny shape on the CPU: checks the code")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="CPU torch threads (0: torch's default)")
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.cpu:
-        dev, names = "cpu", ["cpu"]
+    if args.cpu or args.cpu_dry_run:
+        dev, names = "cpu", ["dry" if args.cpu_dry_run else "cpu"]
     elif not torch.cuda.is_available():
         print("step_cost: skipped, needs a CUDA GPU (or --cpu for the small CPU shape)")
         return 0
@@ -260,17 +268,24 @@ def main(argv: list[str] | None = None) -> int:
            "device": torch.cuda.get_device_name() if dev == "cuda" else f"cpu ({torch.get_num_threads()} threads)",
            "versions": f"torch {torch.__version__}, transformers {transformers.__version__}"}  # fmt: skip
     print(f"step_cost: {env['device']}, {env['versions']}", flush=True)
-    shapes = [bench_shape(n, dev, args.steps) for n in names]
-    for r in shapes:
-        print("step_cost " + json.dumps(r), flush=True)
-    md = markdown(env, shapes)
+    shapes: list[dict] = []
+    for n in names:  # one shape at a time, written as it ends: a later shape's failure keeps the earlier ones
+        try:
+            shapes.append(bench_shape(n, dev, args.steps))
+        except torch.OutOfMemoryError as e:  # the 7B shape on a card smaller than an H200
+            shapes.append({"shape": n, "error": f"out of memory: {str(e).splitlines()[0]}"})
+            torch.cuda.empty_cache()
+        print("step_cost " + json.dumps(shapes[-1]), flush=True)
+        md = markdown(env, shapes)
+        if args.out:
+            out = Path(args.out)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "step_cost.json").write_text(json.dumps({"env": env, "shapes": shapes}, indent=1))
+            (out / "step_cost.md").write_text(md)
     print(md)
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "step_cost.json").write_text(json.dumps({"env": env, "shapes": shapes}, indent=1))
-        (out / "step_cost.md").write_text(md)
-        print(f"step_cost: results in {out}")
+        print(f"step_cost: results in {args.out}")
+    return 1 if any("error" in r for r in shapes) else 0
     return 0
 
 

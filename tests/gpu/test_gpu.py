@@ -6,6 +6,7 @@
   runs with bf16 autocast at the Qwen2.5-1.5B shape;
 - the shipped demo checkpoint's greedy generation (HFLocalPolicy, KV cache) is token-identical on CUDA and CPU;
   the sampler's draws follow their distribution on CUDA (tests/policy/test_sampler.py's check);
+- the fused exact entropy (eager and compiled) equals the trainer's former formula and the CPU's (fp32, 1e-5);
 - token entropy from hidden states at Qwen's 151,936 vocabulary × 32K tokens stays within its memory bound;
 - a checkpoint written by a CUDA run loads on the CPU.
 The OpenRLHF seams on CUDA experiences: tests/openrlhf/test_seam_device.py. Without CUDA every test here is
@@ -234,6 +235,38 @@ def test_sampler_follows_the_distribution_on_device():
     torch.manual_seed(0)
     for case in ("T1", "T0.5", "p0.7", "k3p0.6", "minp0.25p0.8"):
         assert_frequencies(sampler_frequencies(DEV, *CASES[case]), expected(*CASES[case]))
+    for case in ("k2", "k3p0.6"):  # the draw among the kept top_k + 1 tokens (every row truncates)
+        assert_frequencies(sampler_frequencies(DEV, *CASES[case], head_draw=True), expected(*CASES[case]))
+
+
+@pytest.mark.parametrize("compiled", ["0", "1"], ids=["eager", "compiled"])
+def test_fused_entropy_on_device_equals_todays_and_the_cpu(monkeypatch, compiled, tiny_tokenizer, tiny_model):
+    """The one exact-entropy definition on the device (eager, and torch.compile'd: SWE_RL_ENTROPY_COMPILE) equals
+    the formula the trainer used before (log_softmax, then -(p * log p).sum) and the CPU's result, fp32, 1e-5: the
+    kernel alone at Qwen's vocabulary, and the built-in trainer's old-policy forward on a tiny model."""
+    from swe_rl.algo.entropy import token_logprobs_and_entropy
+    from swe_rl.train.batch import token_logprobs_entropy
+    from tests.algo.test_entropy_fused import _batch, todays_token_logprobs_entropy
+
+    monkeypatch.setenv("SWE_RL_ENTROPY_COMPILE", compiled)
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(300, QWEN_VOCAB, generator=g) * 4
+    logits[7, 100:5000] = float("-inf")
+    targets = torch.randint(0, QWEN_VOCAB, (300,), generator=g)
+    cpu_lp, cpu_h = token_logprobs_and_entropy(logits, targets, chunk_size=128, temperature=0.6)
+    lp, h = token_logprobs_and_entropy(logits.to(DEV), targets.to(DEV), chunk_size=128, temperature=0.6)
+    ref = torch.log_softmax(logits.to(DEV) / 0.6, -1)
+    ref_h = -(ref.exp() * ref.nan_to_num(neginf=0.0)).sum(-1)
+    for got, want in ((lp, ref.gather(-1, targets.to(DEV)[:, None]).squeeze(-1)), (h, ref_h), (lp.cpu(), cpu_lp),
+                      (h.cpu(), cpu_h)):  # fmt: skip
+        torch.testing.assert_close(got, want.to(got.device), rtol=0, atol=1e-5)
+    model = copy.deepcopy(tiny_model).float().to(DEV).eval()
+    batch = _batch(tiny_tokenizer).to(DEV)
+    with torch.no_grad():
+        new = token_logprobs_entropy(model, batch, chunk=2, temperature=0.7)
+        old = todays_token_logprobs_entropy(model, batch, chunk=2, temperature=0.7)
+    for a, b in zip(new, old, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
 
 
 # ── entropy at Qwen's vocabulary ──

@@ -29,9 +29,11 @@ CASES = {  # temp, top_p, top_k, min_p
 
 
 def sampler_frequencies(
-    device: str, temp: float, top_p: float, top_k: int = -1, min_p: float = 0.0, rows: int = 40000
-) -> torch.Tensor:
-    """Token frequencies of `rows` independent draws (one step, every row the same distribution P)."""
+    device: str, temp: float, top_p: float, top_k: int = -1, min_p: float = 0.0, rows: int = 40000,
+    head_draw: bool = False,
+) -> torch.Tensor:  # fmt: skip
+    """Token frequencies of `rows` independent draws (one step, every row the same distribution P); `head_draw`:
+    as the generation loop calls the sampler when every row truncates (the draw among the kept top tokens)."""
     # log(0) as a very negative finite logit: its probability underflows to exactly 0 (a model's logits are finite)
     logits = torch.tensor(P, device=device).log().clamp_min(-1e4).expand(rows, -1).contiguous()
 
@@ -40,7 +42,8 @@ def sampler_frequencies(
 
     greedy = torch.zeros(rows, dtype=torch.bool, device=device)
     tok, lp, ent = _sample(logits, full(temp), full(top_p), greedy, [None] * rows, top_ks=full(top_k, torch.long),
-                           min_ps=full(min_p))  # fmt: skip
+                           min_ps=full(min_p), all_truncate=head_draw,
+                           first_k=top_k + 1 if head_draw and top_k > 0 else 256)  # fmt: skip
     assert torch.isfinite(lp).all() and torch.isfinite(ent).all()
     return torch.bincount(tok.cpu(), minlength=len(P)).double() / rows
 
@@ -74,6 +77,12 @@ def assert_frequencies(freq: torch.Tensor, want: list[float], rows: int = 40000)
 def test_sampled_frequencies_follow_the_distribution(case):
     torch.manual_seed(0)
     assert_frequencies(sampler_frequencies("cpu", *CASES[case]), expected(*CASES[case]))
+
+
+@pytest.mark.parametrize("case", ["k2", "k3p0.6", "T2k3minp0.5"])
+def test_the_draw_among_the_kept_top_tokens_follows_the_distribution(case):
+    torch.manual_seed(0)
+    assert_frequencies(sampler_frequencies("cpu", *CASES[case], head_draw=True), expected(*CASES[case]))
 
 
 def test_the_cases_differ_from_plain_sampling():
