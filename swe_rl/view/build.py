@@ -23,7 +23,7 @@ from swe_rl.evaluation.report import Episode as ReportEpisode
 from swe_rl.view.episode import ROW_COLUMNS, Episode, load_episode
 from swe_rl.view.episode_page import render_episode
 from swe_rl.view.index_page import data_js, render_index, summary
-from swe_rl.view.load import Source, scan
+from swe_rl.view.load import RunInfo, Source, scan
 
 ASSETS = Path(__file__).with_name("assets")
 
@@ -101,31 +101,8 @@ def build_site(
     # pages depend on the viewer's code and on the problem statements given (--tasks)
     code = _code_digest() + hashlib.sha256(json.dumps(info.problems, sort_keys=True).encode()).hexdigest()[:8]
     old = _load_manifest(view, code)
-    pages: dict[str, Any] = {}
-    rows: list[list[Any]] = []
-    rendered = 0
-    cache: dict[str, Any] = {}
-    for i, src in enumerate(info.sources):
-        sig = _signature(info.root, src)
-        target = view / "episodes" / f"{src.key}.html"
-        prev = old.get(src.key)
-        if prev and prev["sig"] == sig and target.is_file():
-            entry = prev
-        else:
-            try:
-                ep = load_episode(info, src, cache)
-            except (ValueError, TypeError, KeyError) as e:  # one unreadable episode: said, the rest is built
-                info.warnings.append(
-                    f"{src.files[0] if src.files else src.key}: left out ({type(e).__name__}: {e})"
-                )
-                continue
-            atomic_write(target, render_episode(ep, info.name, root_rel))
-            entry = {"sig": sig, "row": ep.row(), "report": _report_episode(ep)}
-            rendered += 1
-        pages[src.key] = entry
-        rows.append(entry["row"])
-        if on_page is not None:
-            on_page(i + 1, len(info.sources))
+    pages, rendered = _pages(info, view, old, root_rel, on_page)
+    rows = [p["row"] for p in pages.values()]
     # an episode gone from the run (a folder cleaned, a file renamed): its page goes too
     for key in set(old) - set(pages):
         (view / "episodes" / f"{key}.html").unlink(missing_ok=True)
@@ -135,6 +112,35 @@ def build_site(
     atomic_write(view / "index.html", render_index(info, report, len(rows)))
     atomic_write(view / ".manifest.json", json.dumps({"code": code, "pages": pages}))
     return BuildResult(view, len(rows), rendered, info.warnings, time.monotonic() - t0, report)
+
+
+def _pages(
+    info: RunInfo, view: Path, old: dict[str, Any], root_rel: str, on_page: Callable[[int, int], None] | None
+) -> tuple[dict[str, Any], int]:
+    """Each episode's manifest entry (signature, index row, report view), rendering the pages that are not up
+    to date; the number rendered."""
+    pages: dict[str, Any] = {}
+    rendered = 0
+    cache: dict[str, Any] = {}
+    for i, src in enumerate(info.sources):
+        sig = _signature(info.root, src)
+        target = view / "episodes" / f"{src.key}.html"
+        prev = old.get(src.key)
+        if prev and prev["sig"] == sig and target.is_file():
+            pages[src.key] = prev
+        else:
+            try:
+                ep = load_episode(info, src, cache)
+            except (ValueError, TypeError, KeyError) as e:  # one unreadable episode: said, the rest is built
+                where = src.files[0] if src.files else src.key
+                info.warnings.append(f"{where}: left out ({type(e).__name__}: {e})")
+                continue
+            atomic_write(target, render_episode(ep, info.name, root_rel))
+            pages[src.key] = {"sig": sig, "row": ep.row(), "report": _report_episode(ep)}
+            rendered += 1
+        if on_page is not None:
+            on_page(i + 1, len(info.sources))
+    return pages, rendered
 
 
 def _as_report(d: dict[str, Any]) -> ReportEpisode:

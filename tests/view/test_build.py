@@ -185,3 +185,26 @@ def test_a_run_being_written_shows_episodes_whose_grading_file_is_not_there_yet(
     res = build_site(run_copy)
     assert res.report["counts"] == report["counts"]
     assert len(res.report["suspicious"]) == len(report["suspicious"])
+
+
+def test_serve_answers_on_the_loopback_interface_only(run_copy):
+    import urllib.request
+
+    from swe_rl.view.serve import make_server
+
+    build_site(run_copy)
+    server = make_server(run_copy, 0)
+    try:
+        import threading
+
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        host, port = server.server_address[:2]
+        assert host == "127.0.0.1"
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/view/index.html", timeout=10).read().decode()
+        assert 'id="resolved-count"' in body
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/view/index.html", method="PUT", data=b"x")
+        with pytest.raises(urllib.error.HTTPError):  # read-only: GET and HEAD only
+            urllib.request.urlopen(req, timeout=10)
+    finally:
+        server.shutdown()
+        server.server_close()
