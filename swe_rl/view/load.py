@@ -107,6 +107,20 @@ def detect_kind(root: Path) -> str:
         raise NotARun(f"{root}: no such folder")
     if not root.is_dir():
         raise NotARun(f"{root}: not a folder (RUN_DIR is a run's folder, e.g. runs/<name>)")
+    kind = _kind_of(root)
+    if kind is not None:
+        return kind
+    inside = _runs_inside(root)
+    if inside:  # e.g. swe-rl demo's folder: its training run and its evaluations are runs of their own
+        raise NotARun(f"{root}: not a run folder itself; the runs in it: {', '.join(str(p) for p in inside)}")
+    raise NotARun(
+        f"{root}: not a run folder: expected an evaluation run (trajectories/run_NN/ from swe-rl eval), a "
+        "training run (metrics.jsonl, trajectories/step_*.jsonl from swe-rl train) or a swe-rl grade output "
+        "(summary.json, <instance>/report.json)"
+    )
+
+
+def _kind_of(root: Path) -> str | None:
     traj = root / "trajectories"
     if any(p.is_dir() and _RUN_DIR.match(p.name) for p in _ls(traj)):
         return "eval"
@@ -116,11 +130,18 @@ def detect_kind(root: Path) -> str:
         return "train"
     if (root / "summary.json").is_file() or any(_grade_dir(p) for p in _ls(root)):
         return "grade"
-    raise NotARun(
-        f"{root}: not a run folder: expected an evaluation run (trajectories/run_NN/ from swe-rl eval), a "
-        "training run (metrics.jsonl, trajectories/step_*.jsonl from swe-rl train) or a swe-rl grade output "
-        "(summary.json, <instance>/report.json)"
-    )
+    return None
+
+
+def _runs_inside(root: Path, depth: int = 2) -> list[Path]:
+    """Run folders up to `depth` levels below `root` (at most 10, in name order)."""
+    found: list[Path] = []
+    for d in _ls(root):
+        if len(found) >= 10:
+            break
+        if d.is_dir() and d.name != "view":
+            found += [d] if _kind_of(d) else _runs_inside(d, depth - 1) if depth > 1 else []
+    return found[:10]
 
 
 def _ls(d: Path) -> list[Path]:
@@ -131,7 +152,9 @@ def _ls(d: Path) -> list[Path]:
 
 
 def _grade_dir(d: Path) -> bool:
-    return d.is_dir() and ((d / "report.json").is_file() or (d / "failure.json").is_file())
+    """swe-rl grade's <instance>/ folder: the graded patch and a report (or an infrastructure failure)."""
+    has_result = (d / "report.json").is_file() or (d / "failure.json").is_file()
+    return d.is_dir() and has_result and (d / "patch.diff").is_file()
 
 
 def scan(root: str | Path) -> RunInfo:

@@ -208,3 +208,14 @@ def test_serve_answers_on_the_loopback_interface_only(run_copy):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_folder_holding_runs_names_them(run_copy, tmp_path):
+    """swe-rl demo's folder: its own report/report.json, a training run and an evaluation inside."""
+    demo = tmp_path / "demo"
+    (demo / "report").mkdir(parents=True)
+    (demo / "report" / "report.json").write_text("{}")
+    run_copy.rename(demo / "report" / "micro")
+    p = swe_rl("view", str(demo))
+    assert p.returncode == 2
+    assert p.stderr.strip() == f"error: {demo}: not a run folder itself; the runs in it: {demo}/report/micro"
