@@ -55,7 +55,9 @@ def _kernel(logits: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
     fn = entropy_and_logsumexp
     if _compile_on() and fn.__module__ == __name__:
         fn = _compiled(fn)
-    return fn(logits, temperature)
+    # fp32 even inside the trainer's bf16 autocast (optim.amp), which would run torch.linalg.vecdot in bf16
+    with torch.autocast(device_type=logits.device.type, enabled=False):
+        return fn(logits, temperature)
 
 
 def _logsumexp(logits: Tensor, temperature: float) -> Tensor:

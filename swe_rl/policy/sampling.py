@@ -46,6 +46,20 @@ def _sample(
     included)."""
     import torch
 
+    # fp32 even inside HFLocalPolicy's bf16 autocast, which would run torch.linalg.vecdot (the entropy) in bf16
+    with torch.autocast(device_type=logits.device.type, enabled=False):
+        return _sample_fp32(logits, temps, top_ps, greedy, gens, top_ks, min_ps, truncate, max_top_k, all_greedy,
+                            unit_temps, all_truncate, first_k)  # fmt: skip
+
+
+def _sample_fp32(
+    logits: Any, temps: Any, top_ps: Any, greedy: Any, gens: list[Any], top_ks: Any, min_ps: Any,
+    truncate: bool | None, max_top_k: int | None, all_greedy: bool, unit_temps: bool, all_truncate: bool,
+    first_k: int,
+) -> tuple[Any, Any, Any]:  # fmt: skip
+    """`_sample`'s body, with autocast off."""
+    import torch
+
     scaled = logits if unit_temps else logits / temps[:, None]
     logp = torch.log_softmax(scaled, dim=-1)  # (B, V)
     probs = logp.exp()

@@ -109,3 +109,17 @@ def test_kernel_returns_entropy_and_logsumexp_and_leaves_its_input_alone():
 def test_bad_targets_shape_names_the_argument():
     with pytest.raises(ValueError, match="targets: expected shape"):
         token_logprobs_and_entropy(torch.randn(2, 3, 5), torch.zeros(2, 4, dtype=torch.long))
+
+
+def test_bf16_autocast_leaves_the_entropy_in_fp32():
+    """The trainer runs its forwards under bf16 autocast (optim.amp): the kernel's reductions must stay fp32
+    (torch.linalg.vecdot, for one, autocasts to bf16)."""
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(64, 3000, generator=g) * 4
+    targets = torch.randint(0, 3000, (64,), generator=g)
+    want = token_logprobs_and_entropy(logits, targets, chunk_size=16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = token_logprobs_and_entropy(logits, targets, chunk_size=16)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == torch.float32
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)

@@ -112,3 +112,19 @@ def test_generation_loop_settings_sample_what_the_full_row_draw_samples():
     tok, lp, h = runs[0][0]
     torch.testing.assert_close(lp.double(), ref.gather(-1, tok[:, None]).squeeze(-1), rtol=0, atol=1e-5)
     torch.testing.assert_close(h.double(), -(ref.exp() * ref).sum(-1), rtol=0, atol=1e-4)
+
+
+def test_entropy_and_logprobs_stay_fp32_under_bf16_autocast():
+    """HFLocalPolicy(autocast=torch.bfloat16) samples inside autocast: the returned entropies and log-probs must be
+    those of the fp32 logits (torch.linalg.vecdot, for one, would run in bf16)."""
+    logits = _logits(4)
+    n = len(logits)
+    args = (logits, torch.full((n,), 0.6), torch.full((n,), 0.95), torch.zeros(n, dtype=torch.bool))
+    kw = dict(top_ks=torch.full((n,), 20), truncate=True, max_top_k=20, all_truncate=True, first_k=21)
+    want = _sample(*args, [torch.Generator().manual_seed(i) for i in range(n)], **kw)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = _sample(*args, [torch.Generator().manual_seed(i) for i in range(n)], **kw)
+    assert torch.equal(got[0], want[0])
+    for a, b in zip(got[1:], want[1:], strict=True):
+        assert a.dtype == torch.float32
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
