@@ -46,6 +46,7 @@ from swe_rl.images.swebench_images import (
     source_of,
     source_sha256,
 )
+from swe_rl.images.swebench_rules import load_rules, rule_fixes, with_entry
 from swe_rl.images.swebench_stage import (
     StagedSource,
     _commit,
@@ -117,6 +118,7 @@ class Session:
     bases: dict[str, BaseInfo | str] = field(default_factory=dict)  # image -> info, or why it is unusable
     envs: dict[str, str] = field(default_factory=dict)  # env key -> "" (usable) or the error
     offline: bool = False  # PyPI locks and wheels from the cache only (a missing one is an error)
+    rules: dict[str, Any] = field(default_factory=load_rules)  # swebench_rules.json
 
 
 def read_rows(inputs: Path, ids: list[str] | None = None) -> list[dict[str, Any]]:
@@ -226,7 +228,8 @@ def task_row(
 def plan_instance(inst: Instance, s: Session, src: StagedSource) -> tuple[EnvPlan, list[str], BaseInfo]:
     """The env an instance needs, its requirement lines that need the source, the base image."""
     repo, version = str(inst.row.get("repo", "")), str(inst.row.get("version", ""))
-    fixes = env_fixes(s.overrides, repo, version)
+    ruled = rule_fixes(inst.row, inst.spec, inst.source, s.offline, s.rules)
+    fixes = with_entry(ruled, env_fixes(s.overrides, repo, version))
     python = choose_python(
         str(inst.spec.get("python", "")),
         s.overrides["pythons"],
@@ -245,11 +248,15 @@ def plan_instance(inst: Instance, s: Session, src: StagedSource) -> tuple[EnvPla
                           fixes, s.overrides["pypi_base"]["requirements"], src.unpack, inst.source,
                           s.offline)  # fmt: skip
     env.base_image, env.headers = image, "python3-dev" in apt
+    # an env from the inputs' wheelhouse takes only the rules that do not resolve anything
+    applied = [r for r in ruled["rules"] if env.wheels_from == "pypi" or r in ("scm_version", "compilers")]
+    if applied:
+        env.left_out.append(f"rules applied (swebench_rules.json): {', '.join(applied)}")
     for pkg, why in fixes.get("apt_skipped", {}).items():
         env.left_out.append(f"Debian package of the spec's pre_install not installed: {pkg}: {why}")
     if apt:
         env.left_out.append(
-            f"Debian packages in the base image {image} (swebench_overrides.json): {' '.join(apt)}"
+            f"Debian packages in the base image {image} (swebench_rules.json, swebench_overrides.json): {' '.join(apt)}"
         )
     return env, local, info
 

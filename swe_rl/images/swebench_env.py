@@ -48,6 +48,8 @@ FIX_KEYS = {
     "pre_install",
     "apt_skipped",
 }
+# what swebench_rules.py adds to an instance's fixes (never written in an overrides entry)
+RULE_KEYS = {"host_edits", "build_args", "rules"}
 
 
 @dataclass(frozen=True)
@@ -279,17 +281,17 @@ def project_line(spec: dict[str, Any], testbed: Path) -> str:
     return f"-e {testbed}{extras}"
 
 
-def build_wheels(build: list[str], base: BaseInfo, wheels: Path, what: str, offline: bool) -> list[Path]:
-    """Wheels only, not installed: what pip's isolated build of the project takes from the env's wheelhouse."""
+def build_wheels(build: list[str], base: BaseInfo, wheels: Path, what: str, offline: bool,
+                 uv_args: list[str] | None = None) -> tuple[list[str], list[Path]]:  # fmt: skip
+    """(pins, wheels) not installed: what pip's isolated build of the project takes from the env's wheelhouse."""
     from swe_rl.images.swebench_wheels import lock_env
 
     if not build:
-        return []
+        return [], []
     with tempfile.TemporaryDirectory(prefix="swe-rl-build-reqs-") as empty:  # no project in these lines
         key = [*build, "build"]
-        return lock_env(
-            build, Path(empty), key, base.python, base.glibc, wheels, f"{what} build", offline=offline
-        )[1]
+        return lock_env(build, Path(empty), key, base.python, base.glibc, wheels, f"{what} build",
+                        offline=offline, uv_args=uv_args)  # fmt: skip
 
 
 def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inputs: Path, testbed: Path,
@@ -324,18 +326,68 @@ def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inp
     local_abs = [
         re.sub(r"^(-e\s+|--editable\s+)?\.", lambda m: f"{m.group(1) or ''}{testbed}", x) for x in local
     ]
-    # the project's own metadata is built on the host unless the overrides give its requirements (a setup.py that
-    # needs numpy.distutils or compiled helpers cannot run on the host's Python)
+    # the project's own metadata is built on the host unless the rules or overrides give its requirements (a
+    # setup.py that needs numpy.distutils or compiled helpers cannot run on the host's Python)
     project = fixes["project"] if "project" in fixes else [project_line(spec, testbed)]
+    if fixes.get("build_args") and "project" not in fixes:
+        # a build backend of the instance's time may predate PEP 660 (setuptools < 64 has no build_editable):
+        # the same metadata through the wheel hook
+        project = [p.removeprefix("-e ") for p in project]
     lines = [*pypi_base, *plan.packages, *plan.requirements, *plan.pip_packages, *local_abs, *project]
     key_parts = [x.replace(str(testbed), "<src>") for x in lines] + [source_id]
     if plan.build_env:  # (only then: the locks of envs without it keep their keys)
         key_parts.append(json.dumps(plan.build_env, sort_keys=True))
+    edits = list(fixes.get("host_edits", []))
+    key_parts += [f"edit:{e}" for e in edits]
     what = f"{iid} (Python {base.python})"
-    pins, plan.wheels = lock_env(lines, testbed, key_parts, base.python, base.glibc, wheels, what, prepare,
-                                 plan.build_env, offline)  # fmt: skip
-    plan.wheels = sorted(
-        {*plan.wheels, *build_wheels(fixes.get("build_requirements", []), base, wheels, what, offline)}
-    )
+    build = list(fixes.get("build_requirements", []))
+    build_pins, build_files = build_wheels(build, base, wheels, what, offline, fixes.get("build_args"))
+    # the lock's metadata build of the project takes the same build requirements as the image's (rules only: an
+    # entry's build requirements keep the lock they had)
+    bc = build_pins if fixes.get("build_args") else None
+    run = _once(prepare, edits, testbed)
+    try:
+        pins, plan.wheels = lock_env(lines, testbed, key_parts, base.python, base.glibc, wheels, what, run,
+                                     plan.build_env, offline, build_pins=bc)  # fmt: skip
+    except ImageInputError as e:
+        if "No solution found" not in str(e) and not offline:
+            raise
+        # swebench_rules.json install_order: the spec pins an env package the project's (edited) metadata excludes
+        # (sphinx 4.3: Jinja2==3.0.3 against setup.py's Jinja2<3.0); the image installs the project last, so pip
+        # replaces it: the env's steps are locked alone, the project over them (their pins preferred)
+        # (offline: the combined lock is missing, so it failed when the cache was filled, or was never made)
+        first = [*pypi_base, *plan.packages, *plan.requirements, *plan.pip_packages]
+        try:
+            env_pins, env_files = lock_env(first, testbed, [*key_parts, "env steps"], base.python, base.glibc,
+                                           wheels, f"{what} env steps", offline=offline)  # fmt: skip
+            pins, files = lock_env([*pypi_base, *local_abs, *project], testbed, [*key_parts, "project last"],
+                                   base.python, base.glibc, wheels, what, run, plan.build_env, offline,
+                                   build_pins=bc, prefer=env_pins)  # fmt: skip
+        except ImageInputError:
+            if offline:
+                raise e from None
+            raise
+        plan.wheels = sorted({*env_files, *files})
+        plan.left_out.append(
+            "install order (swebench_rules.json): the spec's env pins and the project's "
+            "requirements conflict; locked in the image's order, the project's last"
+        )
+    plan.wheels = sorted({*plan.wheels, *build_files})
     plan.lock, plan.wheels_from = pins, "pypi"
     return plan, local
+
+
+def _once(prepare: Callable[[], object], edits: list[str], testbed: Path) -> Callable[[], None]:
+    """prepare(), then the spec's metadata edits on the host copy (swebench_rules.json spec_edits_on_host), once:
+    a sed that appends is not idempotent."""
+    done: list[bool] = []
+
+    def run() -> None:
+        prepare()
+        if edits and not done:
+            from swe_rl.images.swebench_rules import run_edits
+
+            run_edits(edits, testbed)
+            done.append(True)
+
+    return run

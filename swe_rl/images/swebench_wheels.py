@@ -80,20 +80,29 @@ def resolve(
     prefs: str,
     what: str,
     env: dict[str, str] | None = None,
+    uv_args: list[str] | None = None,
+    build_pins: list[str] | None = None,
 ) -> list[str]:
     """The pinned closure of `lines` for the image's Python (local `-e DIR` lines resolved, not emitted).
-    `src` (named in `lines`) is resolved from a copy: building its metadata writes into it (*.egg-info)."""
+    `src` (named in `lines`) is resolved from a copy: building its metadata writes into it (*.egg-info).
+    `uv_args` (--exclude-newer ...) apply to this resolution; `build_pins` constrain the isolated builds of the
+    project's metadata (swebench_rules.json build_requirements)."""
     target = ["--python-version", py_full, "--python-platform", _platform(glibc)]
     with tempfile.TemporaryDirectory(prefix="swe-rl-lock-") as tmp:
         work = Path(tmp)
         shutil.copytree(src, work / "src", symlinks=True, ignore=shutil.ignore_patterns(".git"))
         (work / "in.txt").write_text("\n".join(x.replace(str(src), str(work / "src")) for x in lines) + "\n")
         (work / "lock.txt").write_text(prefs)  # uv prefers an existing output file's pins
-        _uv(["in.txt", "-o", "lock.txt", *target], work, what, env)
+        extra = list(uv_args or [])
+        if build_pins:
+            (work / "build.txt").write_text("\n".join(build_pins) + "\n")
+            extra += ["--build-constraints", "build.txt"]
+        _uv(["in.txt", "-o", "lock.txt", *target, *extra], work, what, env)
         pins = [
             x
             for x in (work / "lock.txt").read_text().splitlines()
-            if x and not x.startswith(("-e", "#")) and "file:" not in x
+            # (the project itself, also as a non-editable `./src`, is installed from /testbed, not locked)
+            if x and not x.startswith(("-e", "#", ".", "/")) and "file:" not in x
         ]
         (work / "pins.txt").write_text("\n".join(pins) + "\n")
         _uv(["pins.txt", "--format", "pylock.toml", "-o", "pylock.toml", *target], work, what)
@@ -157,11 +166,17 @@ def download(files: list[dict[str, str]], offline: bool = False) -> list[Path]:
 
 def lock_env(lines: list[str], src: Path, key_parts: list[str], py_full: str, glibc: str, wheels: Path,
              what: str, prepare: Callable[[], object] = lambda: None, env: dict[str, str] | None = None,
-             offline: bool = False) -> tuple[list[str], list[Path]]:  # fmt: skip
+             offline: bool = False, uv_args: list[str] | None = None,
+             build_pins: list[str] | None = None,
+             prefer: list[str] | None = None) -> tuple[list[str], list[Path]]:  # fmt: skip
     """(pins, wheel files) for `lines` on the image's Python: from the cache when resolved before, else PyPI
     (`prepare()` first: it puts the source at `src`, which only a resolution needs)."""
     prefs = preferences(wheels) if wheels.is_dir() else ""
-    key = hashlib.sha256("\0".join([*key_parts, py_full, glibc, prefs]).encode()).hexdigest()
+    if prefer:  # pins preferred over the wheelhouse's (an earlier install step's, swebench_env.plan_env)
+        prefs = "".join(f"{p}\n" for p in prefer) + prefs
+    # (uv arguments and build pins join the key only when given: locks made without them keep their keys)
+    extra = [*(uv_args or []), *(f"build:{p}" for p in build_pins or [])]
+    key = hashlib.sha256("\0".join([*key_parts, py_full, glibc, prefs, *extra]).encode()).hexdigest()
     cached = cache_dir() / "locks" / f"{key}.txt"
     if cached.is_file():
         text = cached.read_text().splitlines()
@@ -170,7 +185,7 @@ def lock_env(lines: list[str], src: Path, key_parts: list[str], py_full: str, gl
                               "machine that reaches PyPI: swe-rl images wheelhouse --inputs DIR)")  # fmt: skip
     else:
         prepare()
-        text = resolve(lines, src, py_full, glibc, prefs, what, env)
+        text = resolve(lines, src, py_full, glibc, prefs, what, env, uv_args, build_pins)
         cached.parent.mkdir(parents=True, exist_ok=True)
         cached.write_text("\n".join(text) + "\n")
     pins = [x for x in text if not x.startswith("#")]

@@ -1,0 +1,151 @@
+"""Issue 63: the offline builder's rules by class (swe_rl/images/swebench_rules.json): a setuptools_scm version from
+the project's release history as of the row's time, build requirements from pyproject / setup.cfg resolved as of
+that time (exact pins exempt), the spec's metadata edits applied before resolving, the project's requirements from
+static metadata when setup.py cannot run, compilers for a project that compiles. Real tar archives, the shipped rules
+file; no Docker, no network (release dates put in the cache as `swe-rl images wheelhouse` leaves them)."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from swe_rl.images.swebench_images import ImageInputError
+
+PYPROJECT = """[build-system]
+requires = ["setuptools", "setuptools_scm>=6.2", "wheel", "cython==0.29.30", "extension-helpers"]
+build-backend = 'setuptools.build_meta'
+[tool.setuptools_scm]
+"""
+SETUP_CFG = """[metadata]
+name = demo
+[options]
+install_requires =
+    numpy>=1.20
+    PyYAML>=3.13  # a comment
+[options.extras_require]
+test =
+    pytest>=7.0
+docs =
+    sphinx
+"""
+SETUP_PY = "import sys\nfrom setuptools import setup\nfrom extension_helpers import get_extensions\nsetup()\n"
+
+
+def _tar(path: Path, files: dict[str, str]) -> Path:
+    with tarfile.open(path, "w") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.fixture
+def releases(tmp_path, monkeypatch):
+    """The release dates of `demo` in the cache, as a wheelhouse fill leaves them."""
+    monkeypatch.setenv("SWE_RL_CACHE", str(tmp_path / "cache"))
+    d = tmp_path / "cache" / "releases"
+    d.mkdir(parents=True)
+    dates = {"5.1": "2022-05-24T00:00:00Z", "5.1.1": "2022-10-23T00:00:00Z", "5.2": "2022-12-13T00:00:00Z",
+             "5.2.1": "2023-01-06T00:00:00Z", "5.3rc1": "2022-12-14T00:00:00Z"}  # fmt: skip
+    (d / "demo.json").write_text(json.dumps(dates))
+    return dates
+
+
+def test_every_rule_says_why(tmp_path):
+    from swe_rl.images.swebench_rules import load_rules
+
+    rules = load_rules()
+    assert {
+        "scm_version",
+        "build_requirements",
+        "instance_time",
+        "project_from_metadata",
+        "compilers",
+    } <= set(rules)
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps({"about": "x", "scm_version": {"files": []}}))
+    with pytest.raises(ImageInputError, match=r"rule 'scm_version' has no 'why'"):
+        load_rules(bad)
+
+
+def test_scm_version_is_the_next_dev_of_the_newest_release_before_the_row(releases):
+    from swe_rl.images.swebench_rules import scm_version
+
+    # 5.2 came out three days before the row; the 5.3 release candidate is no final release
+    assert scm_version("demo", "2022-12-16T11:13:37Z", offline=True) == "5.3.dev0"
+    assert scm_version("demo", "2022-12-01T00:00:00Z", offline=True) == "5.1.2.dev0"
+    with pytest.raises(ImageInputError, match=r"no PyPI release before 2000"):
+        scm_version("demo", "2000-01-01T00:00:00Z", offline=True)
+    with pytest.raises(ImageInputError, match=r"other.json: missing.*swe-rl images wheelhouse"):
+        scm_version("other", "2022-12-16T00:00:00Z", offline=True)
+
+
+def test_rules_of_a_compiled_scm_project(tmp_path, releases):
+    from swe_rl.images.swebench_rules import rule_fixes
+
+    src = _tar(
+        tmp_path / "demo.tar", {"pyproject.toml": PYPROJECT, "setup.cfg": SETUP_CFG, "setup.py": SETUP_PY}
+    )
+    row = {"instance_id": "d-1", "repo": "org/demo", "created_at": "2022-12-16T11:13:37Z"}
+    spec = {"install": "python -m pip install -e .[test] --verbose",
+            "pre_install": ["sed -i 's/requires = \\[\"setuptools\",/requires = \\[\"setuptools==68.0.0\",/' pyproject.toml",
+                            "sed -i 's/pytest/pytest -rA/' tox.ini"]}  # fmt: skip
+    got = rule_fixes(row, spec, src, offline=True)
+    assert got["env"] == {"SETUPTOOLS_SCM_PRETEND_VERSION": "5.3.dev0",
+                          "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_DEMO": "5.3.dev0"}  # fmt: skip
+    assert got["host_edits"] == spec["pre_install"][:1]  # tox.ini is no metadata file
+    # the build requirements as the image's install sees them: after the spec's sed
+    assert got["build_requirements"][0] == "setuptools==68.0.0"
+    assert got["build_args"] == ["--exclude-newer", row["created_at"], "--exclude-newer-package=cython=false",
+                                 "--exclude-newer-package=setuptools=false"]  # fmt: skip
+    assert got["project"] == ["numpy>=1.20", "PyYAML>=3.13", "pytest>=7.0"]  # the [test] extra, not docs
+    assert got["apt"] == ["gcc", "g++", "python3-dev"]
+
+
+def test_rules_of_a_plain_project_and_a_no_isolation_install(tmp_path, releases):
+    from swe_rl.images.swebench_rules import rule_fixes
+
+    plain = _tar(tmp_path / "p.tar", {"setup.py": "from setuptools import setup\nsetup(name='p')\n"})
+    row = {"instance_id": "p-1", "repo": "org/p", "created_at": "2020-01-01T00:00:00Z"}
+    assert rule_fixes(row, {"install": "python -m pip install -e ."}, plain, offline=True) == {"rules": []}
+    cfg_only = _tar(tmp_path / "c.tar", {"setup.cfg": "[options]\nsetup_requires =\n    setuptools_scm\n"})
+    later = {**row, "repo": "org/demo", "created_at": "2023-02-01T00:00:00Z"}
+    got = rule_fixes(later, {"install": "pip install -e ."}, cfg_only, offline=True)
+    assert got["build_requirements"] == ["setuptools_scm"]  # setup.cfg's setup_requires, no pyproject
+    assert got["env"]["SETUPTOOLS_SCM_PRETEND_VERSION"] == "5.2.2.dev0"
+    sk = _tar(tmp_path / "s.tar", {"pyproject.toml": PYPROJECT.replace("[tool.setuptools_scm]", "")})
+    spec = {
+        "install": "python -m pip install -v --no-use-pep517 --no-build-isolation -e .",
+        "packages": "numpy 'cython==3.0.10'",
+    }
+    got = rule_fixes(later, spec, sk, offline=True)  # the env builds it: no build requirements, but compilers
+    assert "build_requirements" not in got and got["apt"] == ["gcc", "g++", "python3-dev"], got
+
+
+def test_setup_py_that_cannot_run_and_no_static_metadata_is_one_error(tmp_path, releases):
+    from swe_rl.images.swebench_rules import rule_fixes
+
+    src = _tar(tmp_path / "x.tar", {"setup.py": "import numpy\nfrom setuptools import setup\nsetup()\n"})
+    row = {"instance_id": "x-1", "repo": "org/x", "created_at": "2020-01-01T00:00:00Z"}
+    with pytest.raises(
+        ImageInputError, match=r"x-1: its setup.py cannot run on the host and neither setup.cfg"
+    ):
+        rule_fixes(row, {"install": "pip install -e ."}, src, offline=True)
+
+
+def test_an_entry_goes_on_top_of_the_rules():
+    from swe_rl.images.swebench_rules import with_entry
+
+    ruled = {"rules": ["scm_version"], "env": {"A": "1", "B": "2"}, "apt": ["gcc", "g++"],
+             "build_requirements": ["x"], "build_args": ["--exclude-newer", "d"]}  # fmt: skip
+    got = with_entry(
+        ruled, {"why": "w", "env": {"B": "3"}, "apt": ["libqhull-dev", "gcc"], "build_requirements": ["y"]}
+    )
+    assert got["env"] == {"A": "1", "B": "3"} and got["apt"] == ["g++", "gcc", "libqhull-dev"]
+    assert got["build_requirements"] == ["y"] and "build_args" not in got
