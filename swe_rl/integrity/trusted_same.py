@@ -41,20 +41,21 @@ def _untrusted_class(cls, scope):
 
 def class_lie(obj, scope):
     """Why obj's class-reporting lies (None when it does not): its `__class__` is not `type(obj)`, and the
-    `__class__` it reports comes from a class the patch touched or built."""
-    try:
-        reported = obj.__class__
-    except Exception:
-        return None
+    `__class__` it reports comes from a class the patch touched or built. The override is looked up on the class
+    first: `__class__` is read only where the patch's code defines it (reading it sets up a lazy proxy)."""
     actual = type(obj)
-    if reported is actual:
-        return None
     owner = next((k for k in actual.__mro__ if "__class__" in vars(k)), None)
     if owner is None or owner is object:
         return None
     code = _code_of(vars(owner)["__class__"])
     touched = code is not None and (code.co_filename.startswith("<") or _patched_code(code, scope))
     if not (touched or _untrusted_class(owner, scope)):
+        return None
+    try:
+        reported = obj.__class__
+    except Exception:
+        return None
+    if reported is actual:
         return None
     name = getattr(reported, "__name__", repr(reported))
     return f"type() is {actual.__name__}, its __class__ says {name} (isinstance answers by the lie)"

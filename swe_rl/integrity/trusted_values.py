@@ -361,10 +361,9 @@ def _not_the_same(op, sides, produced, scope):
     if op == "==" and len(produced) == 1:
         side = produced[0]
         other = sides["right" if side == "left" else "left"]
-        if truthy(lambda: sides["left"] == sides["right"]):
-            why = same.not_same(sides[side], other, scope)
-            if why:
-                out.append((side, sides[side], why))
+        why = same.not_same(sides[side], other, scope)  # cheap where the patch wrote no __eq__: checked first
+        if why and truthy(lambda: sides["left"] == sides["right"]):
+            out.append((side, sides[side], why))
     return out
 
 
