@@ -185,3 +185,34 @@ def images_wheelhouse_command(
                f"{sum(r.status == 'failed' for r in results)} of {len(results)} failed")  # fmt: skip
     if any(r.status == "failed" for r in results):
         raise typer.Exit(1)
+
+
+@images_app.command("plan")
+def images_plan_command(
+    all_specs: bool = typer.Option(
+        False, "--all-specs", help="every (repository, version) of swebench 4.1.0's spec table"
+    ),
+    wheels: Path = typer.Option(
+        ..., "--wheels", help="a folder holding swebench-4.1.0's wheel (the spec table)"
+    ),
+    out: Path = typer.Option(
+        Path("plan.jsonl"), "-o", "--out", help="one JSON line per (repository, version)"
+    ),
+) -> None:
+    """Environment-planning dry run, no image built: each spec's Python and its requirement lock resolved from
+    PyPI by the rules (needs PyPI); a markdown table on stdout."""
+    from swe_rl.images.swebench_images import ImageInputError, load_spec_table
+    from swe_rl.images.swebench_plan import plan_all, table_markdown
+
+    if not all_specs:
+        typer.echo("error: say --all-specs (planning per instance is `swe-rl images wheelhouse`)", err=True)
+        raise typer.Exit(2)
+    try:
+        table = load_spec_table(wheels)
+    except ImageInputError as e:
+        typer.echo(f"error: --wheels {wheels}: {e}", err=True)
+        raise typer.Exit(2) from None
+    results = plan_all(table.specs, out)
+    typer.echo(table_markdown(results))
+    counts = {s: sum(r.status == s for r in results) for s in ("plans", "needs the source", "fails")}
+    typer.echo(f"{len(results)} specs: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f" ({out})")

@@ -247,6 +247,12 @@ def plan_instance(inst: Instance, s: Session, src: StagedSource) -> tuple[EnvPla
     env, local = plan_env(inst.instance_id, inst.row, inst.spec, reqs, s.inputs, src.testbed, src.sha, info, python,
                           fixes, s.overrides["pypi_base"]["requirements"], src.unpack, inst.source,
                           s.offline)  # fmt: skip
+    sdists = [w.name for w in env.wheels if not w.name.endswith(".whl")]
+    if env.wheels_from == "pypi" and sdists and not set(s.rules["compilers"]["apt"]) <= set(apt):
+        # swebench_rules.json compilers: pip builds these in the env image (SWE-bench's base has build-essential)
+        ruled["rules"].append(f"compilers (sdists: {' '.join(sorted(sdists))})")
+        image, apt = apt_base(python, [*apt, *s.rules["compilers"]["apt"]])
+        info = base_info(image, s, apt)
     env.base_image, env.headers = image, "python3-dev" in apt
     # an env from the inputs' wheelhouse takes only the rules that do not resolve anything
     applied = [r for r in ruled["rules"] if env.wheels_from == "pypi" or r in ("scm_version", "compilers")]
