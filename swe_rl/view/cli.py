@@ -37,6 +37,10 @@ def view_command(
     except NotARun as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+    except OSError as e:  # e.g. a run folder we may read but not write (someone else's results)
+        typer.echo(f"error: {e.filename}: {e.strerror} (the site goes to RUN_DIR/view; --out DIR writes it "
+                   "elsewhere)", err=True)  # fmt: skip
+        raise typer.Exit(1) from None
     for w in res.warnings:
         typer.echo(f"warning: {w}", err=True)
     c = res.report["counts"]

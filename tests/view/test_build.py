@@ -219,3 +219,12 @@ def test_a_folder_holding_runs_names_them(run_copy, tmp_path):
     p = swe_rl("view", str(demo))
     assert p.returncode == 2
     assert p.stderr.strip() == f"error: {demo}: not a run folder itself; the runs in it: {demo}/report/micro"
+
+
+def test_a_site_that_cannot_be_written_is_one_error(run_copy):
+    (run_copy / "view").write_text("not a folder")  # as a read-only run folder would refuse it
+    p = swe_rl("view", str(run_copy))
+    assert p.returncode == 1
+    assert p.stderr.strip().startswith(f"error: {run_copy / 'view'}")
+    assert p.stderr.strip().endswith("(the site goes to RUN_DIR/view; --out DIR writes it elsewhere)")
+    assert len(p.stderr.strip().splitlines()) == 1
