@@ -122,8 +122,13 @@ def _pages(
     pages: dict[str, Any] = {}
     rendered = 0
     cache: dict[str, Any] = {}
+    runs_of: dict[str, list[str]] = {}  # an evaluation's instance (file name) -> its pages, one per run
+    for src in info.sources:
+        if src.how == "eval":
+            runs_of.setdefault(src.key.split("/", 1)[1], []).append(src.key)
     for i, src in enumerate(info.sources):
-        sig = _signature(info.root, src)
+        siblings = [k for k in runs_of.get(src.key.split("/", 1)[-1], []) if k != src.key]
+        sig = [*_signature(info.root, src), siblings]
         target = view / "episodes" / f"{src.key}.html"
         prev = old.get(src.key)
         if prev and prev["sig"] == sig and target.is_file():
@@ -135,7 +140,7 @@ def _pages(
                 where = src.files[0] if src.files else src.key
                 info.warnings.append(f"{where}: left out ({type(e).__name__}: {e})")
                 continue
-            atomic_write(target, render_episode(ep, info.name, root_rel))
+            atomic_write(target, render_episode(ep, info.name, root_rel, siblings))
             pages[src.key] = {"sig": sig, "row": ep.row(), "report": _report_episode(ep)}
             rendered += 1
         if on_page is not None:

@@ -25,8 +25,11 @@ def num(v: Any, fmt: str = "{:.3f}") -> str:
     return "–" if v is None else (fmt.format(v) if isinstance(v, float) else esc(v))
 
 
-def render_episode(ep: Episode, run_name: str, root_rel: str = "../../../") -> str:
-    """`root_rel`: the run folder seen from the page (its raw-file links)."""
+def render_episode(
+    ep: Episode, run_name: str, root_rel: str = "../../../", siblings: list[str] | None = None
+) -> str:
+    """`root_rel`: the run folder seen from the page (its raw-file links); `siblings`: the page keys of the same
+    instance's other runs (an evaluation with k > 1), linked from the header."""
     facts = [
         ("repo", esc(ep.repo or "–")),
         (
@@ -40,7 +43,9 @@ def render_episode(ep: Episode, run_name: str, root_rel: str = "../../../") -> s
         ("tokens", esc(ep.tokens)) if ep.kind != "grade" else None,
         ("reward", f'<span id="reward">{num(ep.reward, "{:g}")}</span>'),
         ("failure", esc(ep.failure)) if ep.failure else None,
-    ]
+        ("other runs", " · ".join(f'<a href="../../episodes/{esc(k)}.html">{esc(k.split("/")[0].replace("_", " "))}</a>'
+                                  for k in siblings)) if siblings else None,
+    ]  # fmt: skip
     badge = (
         f'<span id="outcome" class="badge o-{ep.outcome}">{OUTCOME_LABEL.get(ep.outcome, ep.outcome)}</span>'
     )

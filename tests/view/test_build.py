@@ -75,6 +75,12 @@ def test_episode_page_shows_turns_patch_tests_and_labels(run_copy):
     assert f'<td class="test">{f2p}</td><td class="status">passed</td>' in html
     assert "suspicious: patch edits conftest.py" in html
     assert '<span class="a">+' in html  # the patch's added lines, coloured
+    run, name = sus["key"].split("/")
+    other = "run_01" if run == "run_00" else "run_00"
+    link = f'<a href="../../episodes/{other}/{name}.html">{other.replace("_", " ")}</a>'
+    assert (
+        link in html and (res.view / "episodes" / other / f"{name}.html").is_file()
+    )  # the instance's other run
     # a turn's tokens and mean entropy come from the trajectory's span and its entropy over policy tokens
     span = next(m["span"] for m in traj["messages"] if m["role"] == "assistant")
     ent = [traj["entropy"][i] for i in range(*span) if traj["loss_mask"][i]]
