@@ -29,9 +29,11 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_runtest_setup(item):
+    if not item.get_closest_marker("view"):
+        return
     from swe_rl.view.browser import find_chromium
 
-    if item.get_closest_marker("view") and not find_chromium():  # only reached under CI (skipped otherwise)
+    if not find_chromium():  # only reached under CI (skipped otherwise)
         pytest.fail("CI is set but no chromium is installed (`make test-view` installs it)", pytrace=False)
 
 
