@@ -2,7 +2,8 @@
 
 `exact_forward(policy, ...)` is upstream's `PolicyModelActor.forward` with `return_entropy=True`: OpenRLHF's own
 Actor computes the entropy in its packing- and ring-attention-aware path, with its `compute_entropy` swapped for
-swe_rl.algo's chunked one during the call, so the (T × vocab) probabilities never exist at once. The result is
+swe_rl.algo's chunked one during the call (`token_entropy`: the one exact-entropy definition the built-in trainer
+uses too, tests/openrlhf/test_entropy_routing.py), so the (T × vocab) probabilities never exist at once. The result is
 an explicit `ExactForward` pair (never an attribute on a tensor, which a copy or zero-copy transport drops).
 """
 
