@@ -46,7 +46,7 @@ from swe_rl.images.swebench_images import (
     source_of,
     source_sha256,
 )
-from swe_rl.images.swebench_rules import load_rules, rule_fixes, with_entry
+from swe_rl.images.swebench_rules import load_rules, rule_fixes, unittest_startup, with_entry
 from swe_rl.images.swebench_stage import (
     StagedSource,
     _commit,
@@ -254,6 +254,9 @@ def plan_instance(inst: Instance, s: Session, src: StagedSource) -> tuple[EnvPla
         image, apt = apt_base(python, [*apt, *s.rules["compilers"]["apt"]])
         info = base_info(image, s, apt)
     env.base_image, env.headers = image, "python3-dev" in apt
+    env.startup = unittest_startup(inst.spec, python, s.table.parsers.get(repo, ""), s.rules)
+    if env.startup:
+        ruled["rules"].append("unittest_descriptions")
     # an env from the inputs' wheelhouse takes only the rules that do not resolve anything
     applied = [r for r in ruled["rules"] if env.wheels_from == "pypi" or r in ("scm_version", "compilers")]
     if applied:

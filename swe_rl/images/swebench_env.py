@@ -162,6 +162,8 @@ class EnvPlan:
     # the base image it is built on (python.base_image, or one with Debian packages added)
     base_image: str = ""
     headers: bool = False  # link Debian's Python headers (python3-dev) into the prefix: C extensions compile
+    # a .pth line run at the env Python's start (swebench_rules.json unittest_descriptions): "" when none
+    startup: str = ""
 
     def script(self) -> str:
         """SWE-bench's env script without conda: packages, requirements, pip_packages, in its order."""
@@ -170,6 +172,9 @@ class EnvPlan:
         if self.headers:
             lines.append(f'v=$(python -c \'import sys; print("%d.%d" % sys.version_info[:2])\'); '
                          f'mkdir -p {ENV_DIR}/include && ln -sfn /usr/include/python$v {ENV_DIR}/include/python$v')  # fmt: skip
+        if self.startup:  # into the env's own site-packages (the prefix's python answers for it)
+            where = "$(python -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))')"
+            lines.append(f'd="{where}" && mkdir -p "$d" && printf "%s\\n" {shlex.quote(self.startup)} > "$d/swe_rl_startup.pth"')  # fmt: skip
         return self._install(lines)
 
     def _install(self, lines: list[str]) -> str:

@@ -255,3 +255,14 @@ def with_entry(ruled: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
     if "build_requirements" in entry:
         out.pop("build_args", None)  # the entry's list keeps the resolution it was written for
     return out
+
+
+def unittest_startup(spec: dict[str, Any], python: Any, parser: str, rules: dict[str, Any]) -> str:
+    """The .pth line that gives unittest the spec Python's test descriptions, or "" (unittest_descriptions)."""
+    rule = rules["unittest_descriptions"]
+    spec_py = str(spec.get("python", "") or "")
+    if not spec_py or parser not in rule["parsers"] or python.minor == spec_py:
+        return ""
+    if Version(spec_py) >= Version(rule["spec_python_below"]):
+        return ""
+    return str(rule["pth"])

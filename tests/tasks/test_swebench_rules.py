@@ -149,3 +149,38 @@ def test_an_entry_goes_on_top_of_the_rules():
     )
     assert got["env"] == {"A": "1", "B": "3"} and got["apt"] == ["g++", "gcc", "libqhull-dev"]
     assert got["build_requirements"] == ["y"] and "build_args" not in got
+
+
+def test_unittest_descriptions_of_a_replaced_python_3_6(tmp_path):
+    """django 3.2 (spec Python 3.6) on 3.9: the .pth line gives 3.6's shortDescription back, so django's runner
+    prints `test_x (module.Class) ... ok` for a docstring that starts with a newline, as SWE-bench's lists name it.
+    Run in a real interpreter with the line as site.py would run it (a .pth in a site dir)."""
+    import subprocess
+    import sys
+
+    from swe_rl.images.swebench_env import PythonChoice
+    from swe_rl.images.swebench_rules import load_rules, unittest_startup
+
+    rules = load_rules()
+    py39 = PythonChoice("3.6", "3.9", "bullseye", "no Debian suite ships Python 3.6")
+    line = unittest_startup({"python": "3.6"}, py39, "parse_log_django", rules)
+    assert line.startswith("import ")
+    assert unittest_startup({"python": "3.6"}, py39, "parse_log_pytest", rules) == ""  # names from pytest ids
+    assert (
+        unittest_startup({"python": "3.8"}, PythonChoice("3.8", "3.9", "bullseye"), "parse_log_django", rules)
+        == ""
+    )
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "swe_rl_startup.pth").write_text(line + "\n")
+    code = ("import site, sys, unittest; site.addsitedir(sys.argv[1])\n"
+            "class T(unittest.TestCase):\n"
+            "    def test_a(self):\n        '''\n        Starts on the next line.\n        '''\n"
+            "    def test_b(self):\n        '''One line.'''\n"
+            "print(T('test_a').shortDescription(), T('test_b').shortDescription())\n")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code, str(site)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["None", "One", "line."], out
+    plain = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert plain.stdout.startswith("Starts on the next line."), plain.stdout  # what 3.9+ does without it
