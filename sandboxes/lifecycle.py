@@ -1,7 +1,8 @@
 """Leak-proofing: ownership labels, the per-process janitor (close on SIGINT/SIGTERM/exit), and the reaper.
 
 Three layers, so a container outlives its owner only until the first of them fires:
-1. the janitor removes every container this process still holds at interpreter exit and on SIGINT/SIGTERM;
+1. the janitor removes every container this process still holds at interpreter exit and on SIGINT/SIGTERM, and
+   when the process this one shares its fate with is gone (a Ray worker's raylet: `watch_fate`);
 2. each container's main process reads its owner's lease stream under an init (sandboxes/lease.py): it exits when
    the owner is gone (any death, on any node) or after TTL, and the container is auto-removed when it exits;
 3. `reap()` (CLI `sandboxes reap`) removes containers whose owner process is gone or whose expiry passed;
@@ -182,6 +183,7 @@ class Janitor:
             if not self._atexit:
                 self._atexit = True
                 atexit.register(self.cleanup)
+                watch_fate(self)
             if self._signals or threading.current_thread() is not threading.main_thread():
                 return  # signal handlers can only be set from the main thread; atexit and reap still cover us
             self._signals = True
@@ -223,6 +225,62 @@ class Janitor:
         else:  # default action: restore it and re-deliver, so the exit status says "killed by signal"
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
+
+
+FATE_POLL_S = 1.0  # seconds between checks that the process this one shares its fate with is alive
+FATE_EXIT_GRACE_S = 5.0  # seconds a SIGTERM gets to end this process once its fate process is gone
+
+
+def fate_pid() -> int | None:
+    """The process whose death should end this process's sandboxes: SANDBOXES_FATE_PID, else RAY_RAYLET_PID (Ray sets
+    it in every worker: a Ray node's workers outlive a SIGKILLed raylet, orphaned, holding their containers)."""
+    for var in ("SANDBOXES_FATE_PID", "RAY_RAYLET_PID"):
+        with contextlib.suppress(ValueError):
+            pid = int(os.environ.get(var, ""))
+            if pid > 1 and pid != os.getpid():
+                return pid
+    return None
+
+
+def _running(pid: int, start: str) -> bool:
+    """`pid` is still the process that had start time `start` and has not exited (a zombie whose parent has not
+    reaped it yet counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().decode(errors="replace").rsplit(")", 1)[1].split()
+        return fields[0] not in ("Z", "X") and (not start or fields[19] == start)
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)  # no /proc: existence only
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+
+
+def watch_fate(janitor: Janitor, poll: float = FATE_POLL_S) -> threading.Thread | None:
+    """A daemon thread: when the fate process is gone (or its pid reused), the janitor removes this process's
+    containers and the process gets SIGTERM, then exits after FATE_EXIT_GRACE_S if it has not (Ray's own agents
+    exit with their raylet the same way; its workers do not, and would hold their containers until the TTL)."""
+    pid = fate_pid()
+    if pid is None:
+        return None
+    start = process_start_ticks(pid)
+
+    def watch() -> None:
+        while _running(pid, start):
+            time.sleep(poll)
+        janitor.cleanup()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(
+            FATE_EXIT_GRACE_S
+        )  # a handler (Ray's worker has one) may keep it from exiting: it is orphaned
+        os._exit(128 + signal.SIGTERM)
+
+    thread = threading.Thread(target=watch, name="sandboxes-fate", daemon=True)
+    thread.start()
+    return thread
 
 
 _JANITORS: dict[

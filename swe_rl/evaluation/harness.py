@@ -47,7 +47,8 @@ def load_eval_tasks(ds: DatasetConfig) -> list[Task]:
 def ensure_images(cfg: EvalConfig, tasks: list[Task]) -> None:
     """Build missing task-repo images (the micro suite included) and name the fix of every other missing one
     (swe_rl.images.task_images.prepare_images); those episodes then fail as image_missing, rerun with retry_errors.
-    On a Ray cluster or with remote sandboxes the driver's engine is not where episodes run: build only."""
+    On a Ray cluster or with remote sandboxes the driver's engine is not where episodes run: build here, then (with
+    pool.ray_address) load each sandbox node's missing images onto its own engine (swe_rl.rollout.nodes)."""
     from swe_rl.images import prepare_images
 
     local = cfg.pool.ray_address is None and cfg.sandbox.get("backend", "docker") == "docker"
@@ -57,6 +58,12 @@ def ensure_images(cfg: EvalConfig, tasks: list[Task]) -> None:
 
         docker_client().close()
     prepare_images(tasks, cfg.dataset.source, None if local else (lambda _msg: None))
+    # on a cluster each sandbox node's own engine runs its containers: ship what it lacks (named when it can't)
+    if cfg.pool.ray_address is not None:
+        from swe_rl.rollout.nodes import ensure_on_nodes
+
+        images = [t.image for t in tasks if t.image]
+        ensure_on_nodes(images, cfg.sandbox, cfg.pool.ray_address, echo=lambda m: print(m, file=sys.stderr))
 
 
 def check_config(run: EvalRun, cfg: EvalConfig) -> None:

@@ -147,4 +147,7 @@ def test_env_check_script_runs_the_preflight_from_the_repo_root(orl_micro_task):
     for want in expect_ok + expect_fail:
         assert any(line.startswith(want) for line in lines), f"no line starting {want!r} in:\n{out}"
     assert any(line.startswith(("OK   actors", "FAIL actors")) for line in lines), out
+    # each node that lacks an image is named by its address, id and engine (swe_rl/rollout/nodes.py)
+    named = [ln for ln in lines if ln.startswith("FAIL sandbox images on node ") and MISSING_IMAGE in ln]
+    assert len(named) == 1 and "(engine " in named[0] and "1/2 present" in named[0], out
     assert lines[-1].startswith("preflight: ") and "failed" in lines[-1]

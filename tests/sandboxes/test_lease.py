@@ -106,3 +106,26 @@ async def test_the_lease_reader_survives_what_an_agent_kills(sbx_cfg, sbx_docker
         await sb.exec(f"{kills}; sleep 1")  # the shell itself may go: it is replaced
         r = await sb.exec("ps -o comm= --ppid 1")
         assert r.output == "sandbox-lease\n", r.output
+
+
+def test_a_holder_whose_fate_process_dies_removes_its_containers_and_exits(sbx_cfg, sbx_docker_client):
+    # a Ray worker's fate process is its raylet (RAY_RAYLET_PID); here any process, via SANDBOXES_FATE_PID. The
+    # holder runs without the owner lease and stays alive: only the fate watch can end its containers.
+    run_id = f"fate-{os.getpid()}"
+    fate = subprocess.Popen(["sleep", "300"])
+    env = os.environ | {"SANDBOXES_FATE_PID": str(fate.pid)}
+    argv = [sys.executable, "-c", _HOLDER, sbx_cfg().image, run_id, "off", "-"]
+    holder = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "READY"
+        assert len(list_managed(sbx_docker_client, run_id=run_id)) == 3
+        fate.kill()  # not reaped until later: a zombie (as a raylet whose parent has not waited for it) is gone too
+        took = _wait_gone(sbx_docker_client, run_id, limit=30)
+        print(f"\nfate process SIGKILLed -> the holder's 3 containers gone in {took} s")
+        assert took is not None, list_managed(sbx_docker_client, run_id=run_id)
+        assert holder.wait(timeout=30) != 0  # it got SIGTERM after the clean-up
+    finally:
+        for p in (fate, holder):
+            p.kill()
+            p.wait()
+        reap(sbx_docker_client, run_id=run_id)

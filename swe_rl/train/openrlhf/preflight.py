@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from swe_rl.rollout.nodes import node_image_checks, resource_of
 from swe_rl.train.openrlhf.config import OpenRLHFTrainConfig
 from swe_rl.train.openrlhf.envcheck import PINS, Check, check_disk, check_docker, check_package
 from swe_rl.train.openrlhf.loggers import logger_problems, logger_summary
@@ -154,6 +155,7 @@ def run_preflight(
         files = [agent_func_path(), str(Path(cfg.data.prompt_dataset).resolve())]
         ckpt = str(Path(cfg.ckpt.path).resolve())  # workers need not share the driver's cwd
         checks += cluster_node_checks(images, files, ckpt, disk_gb)
+        checks += [Check(*c) for c in node_image_checks(images, resource_of(cfg.agent.sandbox, default=None))]
         checks += actor_checks()
     finally:
         if started:

@@ -1,0 +1,97 @@
+"""Issue 59 item 5: a sandbox node whose engine lacks an image is named, gets the image, and then runs it.
+
+"A node lacks the image" is made real on one machine: the node added here runs its workers against a private
+dockerd of its own (own socket, data root, exec root, containerd, bridge; started and removed by this test; the
+shared engine is never touched) through the raylet's environment (DOCKER_HOST), which Ray's workers inherit.
+Before: the preflight's per-node check names that node (and only it) as lacking the image, and a sandbox placed
+there fails to start on the missing image. `ship_images` sends it through Ray's object store from the driver's
+engine (`docker save` chunks to a `docker load` on the node); after: the check passes and a RaySandbox placed on
+that node runs a command in a container on the private engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+
+import pytest
+
+from sandboxes import DockerSandboxConfig, SandboxStartError, make_sandbox
+from sandboxes.config import RaySandboxConfig
+
+pytestmark = pytest.mark.docker
+IMAGE = os.environ.get("SANDBOXES_TEST_IMAGE", "swe-rl/base:bookworm")
+ONLY_HERE = "fresh_engine_node"  # a resource only the node with the private engine advertises
+
+
+@pytest.fixture
+def private_engine():
+    if shutil.which("dockerd") is None or shutil.which("ip") is None:
+        pytest.skip("dockerd or iproute2 is not installed")
+    from tests.evaluation.test_engine_restart import PrivateDockerd
+
+    d = PrivateDockerd(tempfile.mkdtemp(prefix="sbxn-", dir="/tmp"))  # short: unix socket paths are limited
+    try:
+        d.start()
+        yield d
+    finally:
+        d.close()
+
+
+def _start(cfg: RaySandboxConfig):
+    async def go():
+        sb = make_sandbox(cfg, image=IMAGE, run_id=f"nodeimg-{os.getpid()}")
+        try:
+            await sb.start()
+            return (await sb.exec("echo ran on $(hostname)")).output
+        finally:
+            await sb.close()
+
+    return asyncio.run(go())
+
+
+def test_a_node_without_the_image_is_named_and_gets_it(cluster_driver, private_engine):
+    import docker
+
+    from swe_rl.rollout.nodes import node_image_checks, ship_images
+
+    cl = cluster_driver
+    node = cl.cluster.add_node(
+        num_cpus=2,
+        resources={"sandbox": 4, ONLY_HERE: 4},
+        env_vars={"DOCKER_HOST": private_engine.host},
+        node_ip_address="127.0.0.1",
+    )
+    try:
+        cl.cluster.wait_for_nodes()
+        checks = node_image_checks([IMAGE])
+        bad = [c for c in checks if not c[1]]
+        print("\n" + "\n".join(f"{'OK  ' if ok else 'FAIL'} {name}: {detail}" for name, ok, detail in checks))
+        assert len(checks) == 3 and len(bad) == 1, checks  # two fixture sandbox nodes + this one
+        assert private_engine.host in bad[0][0] and str(node.node_id)[:8] in bad[0][0], bad
+        assert f"missing ['{IMAGE}']" in bad[0][2]
+
+        pinned = RaySandboxConfig(
+            inner=DockerSandboxConfig(image=IMAGE, pull="never"), resource=ONLY_HERE, startup_timeout=120
+        )
+        with pytest.raises(SandboxStartError):
+            _start(pinned)  # the image is on the shared engine, not on this node's
+
+        lines: list[str] = []
+        before, after = ship_images([IMAGE], echo=lines.append)
+        print("\n".join(lines))
+        assert [n.missing for n in before if n.node_id == str(node.node_id)] == [(IMAGE,)]
+        assert all(not n.missing for n in after), after
+        assert len(lines) == 1 and "from the driver's engine" in lines[0]
+        assert all(ok for _, ok, _ in node_image_checks([IMAGE]))
+
+        assert _start(pinned).startswith("ran on ")
+        private = docker.DockerClient(base_url=private_engine.host)
+        try:
+            assert private.images.get(IMAGE).tags  # it is on the node's engine now
+        finally:
+            private.close()
+    finally:
+        cl.kill_node(node)
