@@ -234,3 +234,28 @@ def test_a_site_that_cannot_be_written_is_one_error(run_copy):
     assert p.stderr.strip().startswith(f"error: {run_copy / 'view'}")
     assert p.stderr.strip().endswith("(the site goes to RUN_DIR/view; --out DIR writes it elsewhere)")
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_tests_left_out_by_validation_show_with_their_reasons(run_copy):
+    """A grading record's validation (swe_rl.tasks.validation's record as the grader reports it): the PASS_TO_PASS
+    tests it left out, each with its reason and log line, and the summary line."""
+    path = next((run_copy / "grading" / "run_00").glob("*.json"))
+    record = json.loads(path.read_text())
+    if not record["tests"]:
+        path = next(
+            p for p in (run_copy / "grading" / "run_00").glob("*.json") if json.loads(p.read_text())["tests"]
+        )
+        record = json.loads(path.read_text())
+    record["tests"]["validation"] = {
+        "status": "left_out",
+        "summary": "graded on 9 of 10 PASS_TO_PASS; left out: 1 (network)",
+        "left_out": [
+            {"test": "tests/test_net.py::test_fetch", "reason": "network", "line": "ConnectionRefusedError"}
+        ],
+    }
+    path.write_text(json.dumps(record))
+    res = build_site(run_copy)
+    html = (res.view / "episodes" / "run_00" / f"{path.stem}.html").read_text()
+    assert ('<td class="test">tests/test_net.py::test_fetch</td><td class="status">left out</td>'
+            "<td>network: ConnectionRefusedError</td>") in html  # fmt: skip
+    assert "validation: graded on 9 of 10 PASS_TO_PASS; left out: 1 (network)" in html
