@@ -236,7 +236,7 @@ def test_a_site_that_cannot_be_written_is_one_error(run_copy):
     assert len(p.stderr.strip().splitlines()) == 1
 
 
-def test_tests_left_out_by_validation_show_with_their_reasons(run_copy):
+def test_tests_left_out_by_validation_and_integrity_evidence_are_shown(run_copy):
     """A grading record's validation (swe_rl.tasks.validation's record as the grader reports it): the PASS_TO_PASS
     tests it left out, each with its reason and log line, and the summary line."""
     path = next((run_copy / "grading" / "run_00").glob("*.json"))
@@ -253,9 +253,20 @@ def test_tests_left_out_by_validation_show_with_their_reasons(run_copy):
             {"test": "tests/test_net.py::test_fetch", "reason": "network", "line": "ConnectionRefusedError"}
         ],
     }
+    record["tests"]["integrity"] = {
+        "suspicious": [],
+        "violations": [],
+        "harness_restored": ["tests/conftest.py"],
+    }
     path.write_text(json.dumps(record))
     res = build_site(run_copy)
     html = (res.view / "episodes" / "run_00" / f"{path.stem}.html").read_text()
+    # integrity evidence: what the grader found, even without a label (empty findings are not listed)
+    assert (
+        '<tr><th>harness_restored</th><td><pre class="">[\n &quot;tests/conftest.py&quot;\n]</pre></td></tr>'
+        in html
+    )
+    assert "<th>violations</th>" not in html
     assert ('<td class="test">tests/test_net.py::test_fetch</td><td class="status">left out</td>'
             "<td>network: ConnectionRefusedError</td>") in html  # fmt: skip
     assert "validation: graded on 9 of 10 PASS_TO_PASS; left out: 1 (network)" in html
