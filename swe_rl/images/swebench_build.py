@@ -270,6 +270,19 @@ def plan_instance(inst: Instance, s: Session, src: StagedSource) -> tuple[EnvPla
     return env, local, info
 
 
+def extra_files(inst: Instance, s: Session) -> list[Path]:
+    """The inputs' extra/ files an overrides entry's `extra` names (matplotlib 3.5: FreeType 2.6.1's source)."""
+    names = env_fixes(s.overrides, str(inst.row.get("repo", "")), str(inst.row.get("version", ""))).get(
+        "extra", []
+    )
+    files = [s.inputs / "extra" / n for n in names]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise ImageInputError(f"{inst.instance_id}: missing from the inputs: {', '.join(missing)} (swebench_overrides.json "
+                              "names it; the inputs' README says where it comes from)")  # fmt: skip
+    return files
+
+
 def build_instance(tag: str, ctx: Path, labels: dict[str, str]) -> str:
     """The instance image from its staged context, then its labels on top; returns its base commit (made in the
     image). Without the labels' build the image lacks INPUTS_LABEL, so the next run builds it again."""
@@ -296,7 +309,7 @@ def build_one(inst: Instance, s: Session) -> Built:
             src = StagedSource(inst.source, Path(tmp) / "testbed", source_sha256(inst.source))
             env, local, info = plan_instance(inst, s, src)
             env_tag = ensure_env(env, info, s)
-            digest = stage_instance(inst, ctx, env_tag, local, src.sha, env.build_env)
+            digest = stage_instance(inst, ctx, env_tag, local, src.sha, env.build_env, extra_files(inst, s))
             base, status = image_label(tag, BASE_COMMIT_LABEL) or "", "present"
             if s.force or not base or image_label(tag, INPUTS_LABEL) != digest:
                 status = "built"

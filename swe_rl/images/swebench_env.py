@@ -47,6 +47,7 @@ FIX_KEYS = {
     "apt",
     "pre_install",
     "apt_skipped",
+    "extra",
 }
 # what swebench_rules.py adds to an instance's fixes (never written in an overrides entry)
 RULE_KEYS = {"host_edits", "build_args", "rules"}

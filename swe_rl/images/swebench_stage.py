@@ -39,6 +39,7 @@ BASE_COMMIT_STEPS = (("-c", "init.defaultBranch=master", "init", "-q"), ("add", 
                      ("commit", "-q", "--no-verify", "-m", "base"))  # fmt: skip
 BASE_MARK = "SWE_RL_BASE_COMMIT="
 # what names the instance image's layout in its inputs hash: a new layout rebuilds every image made by the old one
+EXTRA_DIR = "/opt/swe-rl-extra"
 LAYOUT = "instance layout 2: source archive ADDed, base commit made in the image"
 
 
@@ -82,10 +83,14 @@ def instance_script(inst: Instance, local_reqs: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dockerfile_instance(env_tag: str, archive: str, env: dict[str, str] | None = None) -> str:
+def dockerfile_instance(
+    env_tag: str, archive: str, env: dict[str, str] | None = None, extra: bool = False
+) -> str:
     # safe.directory first: an archive's files keep the owner its tar names, and git refuses another's repo.
-    # `env` (SETUPTOOLS_SCM_PRETEND_VERSION): set for the install and for the eval script's reinstall too
+    # `env` (SETUPTOOLS_SCM_PRETEND_VERSION): set for the install and for the eval script's reinstall too.
+    # `extra`: the inputs' extra/ files an overrides entry names, outside /testbed (its pre_install uses them)
     envs = "".join(f"ENV {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
+    envs += f"COPY extra/ {EXTRA_DIR}/\n" if extra else ""
     return f"""FROM {env_tag}
 {envs}COPY local-requirements.txt /opt/swe-rl-env/local-requirements.txt
 ADD {archive} {REPO_DIR}/
@@ -202,13 +207,19 @@ def stage_instance(
     local: list[str],
     source_sha: str,
     env: dict[str, str] | None = None,
+    extra: list[Path] | None = None,
 ) -> str:
     """The instance image's scripts and Dockerfile on top of its env; the content hash of what goes into it (the
-    source by its hash: its archive need not be in ctx yet)."""
+    source by its hash: its archive need not be in ctx yet; extra files by name and sha256)."""
     (ctx / "local-requirements.txt").write_text("".join(f"{r}\n" for r in local))
     (ctx / "setup.sh").write_text(instance_script(inst, bool(local)))
-    (ctx / "Dockerfile").write_text(dockerfile_instance(env_tag, archive_name(inst.source), env))
+    (ctx / "Dockerfile").write_text(dockerfile_instance(env_tag, archive_name(inst.source), env, bool(extra)))
     h = hashlib.sha256(f"{LAYOUT}\nsource {source_sha}\n".encode())
     for name in ("local-requirements.txt", "setup.sh", "Dockerfile"):
         h.update(name.encode() + b"\0" + (ctx / name).read_bytes())
+    if extra:
+        (ctx / "extra").mkdir()
+        for f in extra:
+            _link_or_copy(f, ctx / "extra" / f.name)
+            h.update(f"extra {f.name} {hashlib.sha256(f.read_bytes()).hexdigest()}\n".encode())
     return h.hexdigest()

@@ -184,3 +184,28 @@ def test_unittest_descriptions_of_a_replaced_python_3_6(tmp_path):
         [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
     )
     assert plain.stdout.startswith("Starts on the next line."), plain.stdout  # what 3.9+ does without it
+
+
+def test_extra_input_files_go_outside_the_testbed_and_into_the_hash(tmp_path):
+    """An entry's `extra` (matplotlib 3.5: FreeType 2.6.1's source from the inputs' extra/) is copied to
+    /opt/swe-rl-extra, not into /testbed (the base commit stays the source's); without one, the instance's
+    Dockerfile and hash are what they were, so images built before keep theirs."""
+    from swe_rl.images.swebench_images import Instance
+    from swe_rl.images.swebench_stage import stage_instance
+
+    src = _tar(tmp_path / "s.tar", {"setup.py": ""})
+    inst = Instance({"instance_id": "a-1", "repo": "o/a"}, {"install": "pip install -e ."}, src)
+    digests = []
+    for extra in (None, "v1", "v2"):
+        ctx = tmp_path / f"ctx-{extra}"
+        ctx.mkdir()
+        files = None
+        if extra:
+            (tmp_path / "extra").mkdir(exist_ok=True)
+            (tmp_path / "extra" / "ft.tar.gz").write_text(extra)
+            files = [tmp_path / "extra" / "ft.tar.gz"]
+        digests.append(stage_instance(inst, ctx, "env:1", [], "sha", None, files))
+        text = (ctx / "Dockerfile").read_text()
+        assert ("COPY extra/ /opt/swe-rl-extra/" in text) == bool(extra), text
+    assert len(set(digests)) == 3  # the extra file's content is in the hash
+    assert (tmp_path / "ctx-v2" / "extra" / "ft.tar.gz").read_text() == "v2"
