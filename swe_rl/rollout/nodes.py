@@ -161,10 +161,11 @@ def ship_images(
     import ray
 
     before = image_report(images, resource)
+    chunks: Iterator[Any]
     lacking = [n for n in before if n.missing and n.error is None]
     if not lacking:
         return before, before
-    actor = ray.remote(num_cpus=0, max_restarts=0)(ImageIO)
+    actor: Any = ray.remote(num_cpus=0, max_restarts=0)(ImageIO)
     _, driver_missing = _probe(images)[:2]
     for node in lacking:
         need = list(node.missing)

@@ -6,7 +6,8 @@ shared engine is never touched) through the raylet's environment (DOCKER_HOST), 
 Before: the preflight's per-node check names that node (and only it) as lacking the image, and a sandbox placed
 there fails to start on the missing image. `ship_images` sends it through Ray's object store from the driver's
 engine (`docker save` chunks to a `docker load` on the node); after: the check passes and a RaySandbox placed on
-that node runs a command in a container on the private engine.
+that node runs a command in a container on the private engine. Then the other way: an image only that node's
+engine has (built there) goes from that node (a `docker save` streamed by an actor there) to the other nodes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 import tempfile
 
 import pytest
@@ -93,5 +95,19 @@ def test_a_node_without_the_image_is_named_and_gets_it(cluster_driver, private_e
             assert private.images.get(IMAGE).tags  # it is on the node's engine now
         finally:
             private.close()
+
+        # an image only that node's engine has (nor the driver's): shipped from that node to the other two
+        only = f"swe-rl/node-only:{os.getpid()}"
+        build = ["docker", "build", "-q", "--network", "none", "-t", only, "-"]
+        dockerfile = f"FROM {IMAGE}\nLABEL org.swe-rl.test=node-only\n"
+        env = os.environ | {"DOCKER_HOST": private_engine.host}
+        subprocess.run(build, input=dockerfile, text=True, env=env, check=True, capture_output=True)
+        lines.clear()
+        before, after = ship_images([only], echo=lines.append)
+        print("\n".join(lines))
+        assert sorted(bool(n.missing) for n in before) == [False, True, True], before
+        assert all(not n.missing for n in after), after
+        assert len(lines) == 2 and all(f"from node 127.0.0.1 {str(node.node_id)[:8]}" in ln for ln in lines)
     finally:
         cl.kill_node(node)
+        subprocess.run(["docker", "rmi", f"swe-rl/node-only:{os.getpid()}"], capture_output=True)
