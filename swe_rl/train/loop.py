@@ -28,13 +28,13 @@ from swe_rl.train.checkpoint import TrainState, latest, load_checkpoint, prune, 
 from swe_rl.train.config import TrainConfig
 from swe_rl.train.device import autocast, autocast_dtype, model_device
 from swe_rl.train.objective import (
-    advantages,
     check_rollout_logprobs,
     global_count,
     masked_mean,
     microbatch_loss,
     needs_current_entropy,
     reference_logprobs,
+    step_advantages,
     update_rows,
 )
 
@@ -158,7 +158,7 @@ def train(
         lp_gap = float((old_lp - batch.rollout_logprobs)[sampled].abs().mean()) if sampled.any() else 0.0
 
         # 3. Advantages through swe_rl.algo: estimator, compact/dynamic filtering, AEM or EMPG.
-        adv, loss_mask, diag = advantages(
+        adv, loss_mask, diag, turns = step_advantages(
             algo, rewards, group_ids, valid, batch.loss_mask, old_ent, exits, trajectories=trajs,
             action_mask=batch.action_mask,
         )  # fmt: skip
@@ -237,7 +237,7 @@ def train(
             for k, v in metrics.items():
                 if isinstance(v, (int, float)):
                     writer.add_scalar(k, v, step)
-        _write_trajectories(run, step, trajs[: cfg.log_trajectories])
+        _write_trajectories(run, step, trajs[: cfg.log_trajectories], turns)
         limit = cfg.rollout.max_unscored_steps
         if limit and unscored >= limit:  # before a checkpoint: a resumed run does these steps again
             raise UnscoredSteps(
@@ -300,14 +300,18 @@ def _step_metrics(
     return out
 
 
-def _write_trajectories(run: RunDir, step: int, trajs: Sequence[Trajectory]) -> None:
+def _write_trajectories(
+    run: RunDir, step: int, trajs: Sequence[Trajectory], turns: Sequence[list[dict[str, Any]]]
+) -> None:
     if not trajs:
         return
     # with the grader's word on each (failure label, test report, test-run limit, labels, an unresolved log's
-    # tail): why a reward was 0 or None is read beside the episode
+    # tail): why a reward was 0 or None is read beside the episode; per turn, its entropy, AEM's α and the
+    # advantage it received (objective.turn_records), and the patch the episode submitted
     with (run.trajectories / f"step_{step:06d}.jsonl").open("w") as f:
-        for t in trajs:
+        for t, turn in zip(trajs, turns, strict=False):
             rec = {"task_id": t.task_id, "reward": t.reward, "exit": t.exit_status, "messages": t.messages}
+            rec["patch"], rec["turns"] = t.patch, turn
             rec["grading"] = t.metrics.get("grading")
             if t.error:  # an infrastructure error's traceback
                 rec["error"] = t.error

@@ -19,6 +19,7 @@ from swe_rl.agent.trajectory import Trajectory
 from swe_rl.algo.config import AlgoConfig
 from swe_rl.algo.epo import EntropyHistory
 from swe_rl.algo.pipeline import compute_advantages, compute_policy_loss
+from swe_rl.algo.spans import span_index, span_mean
 from swe_rl.train.batch import span_turn_types
 
 
@@ -38,10 +39,29 @@ def advantages(
     trajectories: Sequence[Trajectory] | None = None,
     action_mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, dict[str, float]]:
-    """(token advantages (B, T), loss mask (B, T) after filtering and keep-mask, finite scalar diagnostics).
-    With the batch's `trajectories`, AEM's mean α by turn type goes into the diagnostics
-    (`aem/alpha_turn/<type>`, types from batch.span_turn_types). `action_mask` (B, T): Batch.action_mask, for
-    AEM's entropy_span=action."""
+    """(token advantages (B, T), loss mask (B, T) after filtering and keep-mask, finite scalar diagnostics):
+    `step_advantages` without the per-turn records."""
+    adv, mask, diag, _ = step_advantages(
+        cfg, rewards, group_ids, valid, loss_mask, token_entropy, exit_reasons, trajectories, action_mask
+    )
+    return adv, mask, diag
+
+
+def step_advantages(
+    cfg: AlgoConfig,
+    rewards: Tensor,
+    group_ids: Tensor,
+    valid: Tensor,
+    loss_mask: Tensor,
+    token_entropy: Tensor,
+    exit_reasons: Sequence[str],
+    trajectories: Sequence[Trajectory] | None = None,
+    action_mask: Tensor | None = None,
+) -> tuple[Tensor, Tensor, dict[str, float], list[list[dict[str, Any]]]]:
+    """(token advantages (B, T), loss mask (B, T) after filtering and keep-mask, finite scalar diagnostics,
+    per-row turn records (`turn_records`)). With the batch's `trajectories`, AEM's mean α by turn type goes into
+    the diagnostics (`aem/alpha_turn/<type>`, types from batch.span_turn_types). `action_mask` (B, T):
+    Batch.action_mask, for AEM's entropy_span=action."""
     res = compute_advantages(
         cfg, rewards, group_ids, valid, loss_mask, token_entropy, exit_reasons, action_mask=action_mask
     )
@@ -50,7 +70,43 @@ def advantages(
     if res.span_alpha is not None and trajectories is not None:
         labels = span_turn_types(list(trajectories), res.loss_mask)
         diag |= alpha_by_turn_type(res.span_alpha, labels)
-    return res.token_advantages.to(torch.float32), mask, diag
+    adv = res.token_advantages.to(torch.float32)
+    return adv, mask, diag, turn_records(loss_mask, token_entropy, adv, mask, res.loss_mask, res.span_alpha)
+
+
+def turn_records(
+    loss_mask: Tensor,
+    token_entropy: Tensor,
+    token_adv: Tensor,
+    final_mask: Tensor,
+    alpha_mask: Tensor,
+    span_alpha: Tensor | None,
+) -> list[list[dict[str, Any]]]:
+    """Per row, one record per turn (span of `loss_mask`, in order): its tokens, mean old-policy entropy, AEM's α
+    (None without AEM, or where the row was filtered out before modulation) and the advantage its tokens received
+    (their mean; 0 for a row the step left out, `masked` then true). The trainer writes them beside each logged
+    episode (`turns`), so a reader sees which turns AEM scaled. Filtering zeroes whole rows, so a row keeps either
+    all its spans in `alpha_mask` (the mask α was computed on) or none."""
+    index = span_index(loss_mask)
+    ent = span_mean(token_entropy.float(), index).tolist()
+    adv = span_mean(token_adv, index).tolist()
+    rows, lengths = index.traj.tolist(), index.length.tolist()
+    alpha_rows = span_index(alpha_mask).traj if span_alpha is not None else None
+    alpha_of: dict[int, list[float]] = {}
+    if span_alpha is not None and alpha_rows is not None:
+        for r, a in zip(alpha_rows.tolist(), span_alpha.tolist(), strict=True):
+            alpha_of.setdefault(r, []).append(a)
+    live = (final_mask != 0).any(dim=1).tolist()
+    out: list[list[dict[str, Any]]] = [[] for _ in range(loss_mask.shape[0])]
+    for s, r in enumerate(rows):
+        alphas = alpha_of.get(r, [])
+        k = len(out[r])
+        out[r].append({
+            "tokens": int(lengths[s]), "entropy": ent[s],
+            "alpha": alphas[k] if k < len(alphas) else None,
+            "advantage": adv[s] if live[r] else 0.0, "masked": not live[r],
+        })  # fmt: skip
+    return out
 
 
 def alpha_by_turn_type(span_alpha: Tensor, labels: list[str]) -> dict[str, float]:
