@@ -156,16 +156,17 @@ class RaySandbox:
             raise SandboxStartError("Ray sandbox actor did not start", sandbox_id=self.id, cause=e) from e
 
     def _ensure_ray(self, ray: Any) -> None:
-        if not ray.is_initialized():
-            if self.config.ray_address:
-                ray.init(address=self.config.ray_address, log_to_driver=False, configure_logging=False)
-            else:  # a local Ray on this machine, advertising the sandbox resource (one-machine use and tests)
-                from sandboxes.raystart import init_local_ray
+        from sandboxes.raystart import connect_ray
 
-                resources = {self.config.resource: self.config.local_slots} if self.config.resource else {}
-                init_local_ray(
-                    resources=resources, include_dashboard=False, log_to_driver=False, configure_logging=False
-                )
+        # No Ray yet: join ray_address (or RAY_ADDRESS), else a private local Ray advertising the resource.
+        resources = {self.config.resource: self.config.local_slots} if self.config.resource else {}
+        connect_ray(
+            self.config.ray_address,
+            purpose="ray sandbox",
+            local={"resources": resources},
+            log_to_driver=False,
+            configure_logging=False,
+        )
         if self.config.resource and self.config.resource not in ray.cluster_resources():
             raise SandboxStartError(
                 f"no Ray node advertises the custom resource {self.config.resource!r}; start the sandbox nodes "

@@ -258,15 +258,49 @@ def validated(cfg: EvalConfig, tasks: list[Task]) -> list[Task]:
     return validate_tasks_sync(tasks, factory, workers=cfg.grade_workers)
 
 
+def ray_for_eval(cfg: EvalConfig) -> EvalConfig:
+    """The one Ray of this evaluation. run_eval joins it (or starts a local one) before anything else, so the gold
+    validation's RaySandboxes, the images shipped to nodes and the rollout pool all use it: a RaySandbox that
+    started a Ray of its own left the pool on a private local one (issue 59). The sandbox config keeps its own
+    fields (they are the run's identity; a new cluster address must not block a resume)."""
+    pool_addr, sb_addr = cfg.pool.ray_address, cfg.sandbox.get("ray_address")
+    if cfg.sandbox.get("backend") != "ray" or sb_addr is None or sb_addr == pool_addr:
+        return cfg
+    if pool_addr is not None:
+        raise ConfigError(
+            f"sandbox.ray_address {sb_addr!r} and pool.ray_address {pool_addr!r} name two clusters; an evaluation "
+            "runs on one (set --ray-address, or both to the same address)"
+        )
+    return cfg.model_copy(update={"pool": cfg.pool.model_copy(update={"ray_address": sb_addr})})
+
+
 def run_eval(cfg: EvalConfig, on_trajectory: OnTrajectory | None = None) -> dict[str, Any]:
     """Run (or resume) an evaluation; returns the report dict (also in <run>/report/report.json)."""
     from sandboxes.lifecycle import reap_at_start
 
     reap_at_start("eval")  # this host's sandboxes of dead runs go first
+    cfg = ray_for_eval(cfg)
     run = EvalRun(Path(cfg.output_dir) / cfg.name)
     check_config(run, cfg)
     tasks = load_eval_tasks(cfg.dataset)
     todo = missing_items(run, tasks, cfg.runs, cfg.retry_errors)
+    started = False
+    if cfg.sandbox.get("backend") == "ray" or (todo and cfg.pool.backend == "ray"):
+        from swe_rl.rollout.pool import ensure_ray
+
+        started = ensure_ray(cfg.pool)  # first: validation, image shipping and the pool share this Ray
+    try:
+        return _run_eval(run, cfg, tasks, todo, on_trajectory)
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
+def _run_eval(
+    run: EvalRun, cfg: EvalConfig, tasks: list[Task], todo: list[tuple[Task, int]], on_trajectory: Any
+) -> dict[str, Any]:
     if todo:
         # a served policy: is a server there, serving the model?
         check_server = getattr(cfg.policy, "check_server", None)

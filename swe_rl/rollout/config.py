@@ -28,6 +28,12 @@ class PoolConfig(StrictModel):
     max_actor_restarts: int = Field(
         4, ge=0
     )  # dead actors replaced before the pool gives up (in-flight re-run anyway)
+    actor_resources: dict[str, float] | None = (
+        None  # Ray resources per actor; None: {"sandbox": episodes_per_actor} on a Ray whose nodes advertise  # `sandbox` while the actor runs its own containers (docker/local backend), else none (docs/cluster.md)
+    )
+    placement_timeout: float = Field(
+        120.0, gt=0
+    )  # seconds an actor may wait for a node; then its episodes run on another actor, or end as actor_unplaceable
     progress: bool = True  # rich progress bar on stderr while results stream back
     warm_sandboxes: int | None = Field(
         None, ge=0

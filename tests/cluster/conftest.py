@@ -92,6 +92,9 @@ class SimCluster:
         self.sandbox_nodes.append(node)
         return node
 
+    def named_sandbox_nodes(self) -> list[tuple[str, Any]]:
+        return [(f"sandbox-{i}", n) for i, n in enumerate(self.sandbox_nodes)]
+
     def add_gpu_node(self, num_gpus: int = 2) -> Any:
         if self.gpu_node is None:
             self.gpu_node = self.cluster.add_node(num_cpus=4, num_gpus=num_gpus, **LOOPBACK)

@@ -92,3 +92,22 @@ def test_a_callers_system_config_is_kept(monkeypatch) -> None:
     assert seen["_system_config"] == {"worker_niceness": 5, "object_timeout_milliseconds": 1}
     init_local_ray(num_cpus=1)
     assert seen["_system_config"] == {"worker_niceness": 0} and seen["num_cpus"] == 1
+
+
+def test_running_cluster_names_only_a_live_one(monkeypatch, tmp_path) -> None:
+    """connect_ray names a cluster this machine runs (its ray_current_cluster answers) and ignores a stale file (a
+    cluster killed rather than stopped): neither is joined without an address (tests/cluster runs the real ones)."""
+    import socket
+
+    from sandboxes.raystart import running_cluster
+
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    assert running_cluster() is None  # no file
+    (tmp_path / "ray").mkdir()
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        live = f"127.0.0.1:{srv.getsockname()[1]}"
+        (tmp_path / "ray" / "ray_current_cluster").write_text(live)
+        assert running_cluster() == live
+    assert running_cluster() is None  # the same file once nothing answers there: stale

@@ -85,7 +85,7 @@ def render_dry_run(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = No
             "# OpenRLHF 0.11.2 command (swe-rl runs it in-process after ray.init with the runtime env below)",
             format_command(build_command(cfg)),
             "",
-            f"# ray.init(address={cfg.cluster.ray_address!r}, runtime_env=...)",
+            f"# ray.init(address={cfg.cluster.ray_address or 'local'!r}, runtime_env=...)",
             json.dumps(shown, indent=2),
             "",
             "# trainer: " + ("PPOTrainerAsync" if cfg.async_train.enabled else "PPOTrainer (synchronous)"),
@@ -125,8 +125,6 @@ def run_openrlhf(
     argv = secret_argv(build_command(cfg)[2:])  # drop "python -m"; argv[0] is the module name
     import runpy
 
-    import ray
-
     try:
         from swe_rl.train.openrlhf.actors import install_swe_rl_classes
     except ImportError as e:  # before any run dir or Ray exists
@@ -141,8 +139,12 @@ def run_openrlhf(
     echo(resume_status(cfg))
     for line in logger_summary(cfg):
         echo(f"logger {line}")
-    if not ray.is_initialized():
-        ray.init(address=cfg.cluster.ray_address, runtime_env=build_runtime_env(cfg))
+    from sandboxes.raystart import connect_ray
+
+    # cluster.ray_address (or RAY_ADDRESS under `ray job submit`) joined, else a private local Ray on purpose
+    connect_ray(
+        cfg.cluster.ray_address, purpose="train-openrlhf", say=echo, runtime_env=build_runtime_env(cfg)
+    )
     install_swe_rl_classes()  # our ray.remote subclasses under OpenRLHF's names, before its CLI module runs
     old_argv = sys.argv
     sys.argv = argv

@@ -141,15 +141,12 @@ def run_preflight(
     checks = [data, *(Check("logger", False, p.removeprefix("logger: ")) for p in problems)]
     if not problems:
         checks.append(Check("logger", True, "; ".join(logger_summary(cfg, environ))))
-    started = not ray.is_initialized()
-    if started:
-        runtime_env = build_runtime_env(cfg, environ)
-        if cfg.cluster.ray_address:
-            ray.init(address=cfg.cluster.ray_address, runtime_env=runtime_env)
-        else:  # a throwaway local Ray
-            from sandboxes.raystart import init_local_ray
+    from sandboxes.raystart import connect_ray
 
-            init_local_ray(runtime_env=runtime_env, include_dashboard=False)
+    # cluster.ray_address (or RAY_ADDRESS) joined, else a throwaway private local Ray
+    started = connect_ray(
+        cfg.cluster.ray_address, purpose="preflight", say=echo, runtime_env=build_runtime_env(cfg, environ)
+    )
     try:
         checks.append(gpu_check(cfg, ray.cluster_resources()))
         files = [agent_func_path(), str(Path(cfg.data.prompt_dataset).resolve())]
