@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import secrets
 import shlex
 from dataclasses import dataclass, field
@@ -76,6 +77,7 @@ class SandboxSlots:
         # rollout on this one private loop instead of a fresh asyncio.run() each step.
         self._own_loop: asyncio.AbstractEventLoop | None = None
         self.stats = {"leases": 0, "reset_s": 0.0}
+        self.lost_reason = ""  # why the last dead slot could not be renewed
         self.installed: dict[int, set[tuple[str, int, int]]] = {}  # per slot: files written outside the repo
 
     async def _ensure(self) -> asyncio.Queue[Any]:
@@ -135,6 +137,27 @@ class SandboxSlots:
     def lease(self, task: Task) -> _Lease:
         return _Lease(self, task)
 
+    async def renew(self, dead: Any) -> Any:
+        """A new started sandbox in place of a dead one (a RaySandbox whose node was lost). One that cannot start
+        within its startup_timeout (no node takes it) drops the slot: this lease raises, an episode lost as an
+        infrastructure failure; with no slot left every lease raises SlotsUnavailable instead of waiting."""
+        from sandboxes.config import make_sandbox
+
+        self._all = [b for b in self._all if b is not dead]
+        with contextlib.suppress(Exception):
+            await dead.close()
+        box = make_sandbox(self.sandbox_cfg, run_id="swe-rl-train")
+        try:
+            await box.start()
+        except Exception as e:
+            self.lost_reason = f"{type(e).__name__}: {e}"
+            if not self._all and self._free is not None:
+                self._free.put_nowait(None)
+            raise
+        self.stats["renewed"] = self.stats.get("renewed", 0) + 1
+        self._all.append(box)
+        return box
+
     def run(self, coro: Any) -> Any:
         """Run a coroutine to completion on the slots' private event loop (for sync callers)."""
         if self._own_loop is None or self._own_loop.is_closed():
@@ -161,11 +184,20 @@ class _Lease:
     box: Any = None
 
     async def __aenter__(self) -> Any:
+        from sandboxes.base import SandboxDiedError
+
         free = await self.slots._ensure()
         self.box = await free.get()
+        if self.box is None:  # every slot is gone (their nodes lost, no replacement could start)
+            free.put_nowait(None)  # wake the next waiting lease too
+            raise SlotsUnavailable(f"sandbox slots: none left; last: {self.slots.lost_reason}")
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        res = await self.box.exec(reset_script(self.task, self.slots.repo_dir), timeout=60)
+        try:
+            res = await self.box.exec(reset_script(self.task, self.slots.repo_dir), timeout=60)
+        except SandboxDiedError:  # its container's node was lost: a fresh sandbox takes the slot
+            self.box = await self.slots.renew(self.box)
+            res = await self.box.exec(reset_script(self.task, self.slots.repo_dir), timeout=60)
         self.slots.stats["reset_s"] += loop.time() - t0
         self.slots.stats["leases"] += 1
         if res.exit_code != 0:
