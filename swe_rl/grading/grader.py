@@ -516,9 +516,7 @@ def _report(task: Task, plan: GradingPlan, patch: str | None, log: str) -> dict[
     return report_from_log(task, plan, patch, log)
 
 
-async def _probe(
-    sb: Sandbox, task: Task, plan: GradingPlan, opts: _Options, cost: Cost, log: str
-) -> Probe:
+async def _probe(sb: Sandbox, task: Task, plan: GradingPlan, opts: _Options, cost: Cost, log: str) -> Probe:
     """The probe run (swe_rl.integrity.probe) after the graded run that wrote `log`; whatever goes wrong in it
     leaves the verdict alone."""
     with cost.phase("probe"):

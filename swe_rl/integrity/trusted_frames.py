@@ -23,8 +23,15 @@ import re
 import sys
 
 _ATTRS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")
-_EVENTS = ("sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile", "gc.get_referrers")
-_EVENTS = (*_EVENTS, "gc.get_objects")
+_EVENTS = (
+    "sys._getframe",
+    "sys._current_frames",
+    "sys.settrace",
+    "sys.setprofile",
+    "gc.get_referrers",
+    "gc.get_objects",
+)
+
 _NAMES = frozenset((*_ATTRS, "f_back", "_getframe", "_current_frames", "currentframe", "getouterframes"))
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
@@ -85,6 +92,7 @@ class FrameWatch:
     def __init__(self, patched, current, add):
         self.patched, self.current, self.add = patched, current, add
         self.busy = False
+        self.selftest = False
         self.seen = set()
         self.attr_events = False  # whether this Python reports tb_frame/gi_frame reads (set by install)
         self.api = set()
@@ -93,19 +101,21 @@ class FrameWatch:
         if not hasattr(sys, "addaudithook"):
             return False
         sys.addaudithook(self.hook)
-        self.busy = "self-test"  # does this Python report reading a traceback's frame? (3.10+; not 3.9.2)
+        self.selftest = True  # does this Python report reading a traceback's frame? (3.10+; not 3.9.2)
         try:
             raise ValueError("probe")
         except ValueError as e:
-            e.__traceback__.tb_frame  # noqa: B018 - the read is the test
-        self.busy = False
+            tb = e.__traceback__
+            if tb is not None:
+                tb.tb_frame  # noqa: B018 - the read is the test
+        self.selftest = False
         return True
 
     def hook(self, event, args):
         if event == "object.__getattr__":
             if len(args) < 2 or args[1] not in _ATTRS:
                 return
-            if self.busy == "self-test":
+            if self.selftest:
                 self.attr_events = True
                 return
             what = args[1]

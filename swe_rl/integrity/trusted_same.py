@@ -78,7 +78,7 @@ def _items(obj):
         return [*dict.keys(obj), *dict.values(obj)]
     for base in (tuple, list, set, frozenset):
         if isinstance(obj, base):
-            return list(base.__iter__(obj))
+            return list(base.__iter__(obj))  # type: ignore[arg-type]
     return []
 
 
@@ -164,18 +164,19 @@ def not_same(produced, expected, scope, depth=0):
     )
 
 
+# each builtin's own conversion of a subclass's value (a subclass's overrides left out)
+_PLAIN = {
+    str: str.__str__, bytes: bytes, int: int.__int__, float: float.__float__, tuple: lambda v: tuple(tuple.__iter__(v)),
+    list: lambda v: list(list.__iter__(v)), dict: lambda v: dict(dict.items(v)), frozenset: frozenset, set: set,
+}  # type: dict  # fmt: skip
+
+
 def _plain_equal(produced, expected):
     """A builtin-derived value (str, tuple, ... subclass) whose builtin value equals the expected."""
-    for base in (str, bytes, int, float, tuple, list, dict, frozenset, set):
+    for base, convert in _PLAIN.items():
         if isinstance(produced, base) and isinstance(expected, base):
             try:
-                plain = (
-                    base(produced)
-                    if base not in (str, bytes)
-                    else base.__str__(produced)
-                    if base is str
-                    else bytes(produced)
-                )
+                plain = convert(produced)
                 return type(plain) is base and plain == expected
             except Exception:
                 return False
