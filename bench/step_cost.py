@@ -24,19 +24,18 @@ rewritten after each shape; a shape that runs out of memory is a row saying so (
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime
-import importlib.util
 import json
 import os
 import sys
 import time
-import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
 
 import torch
+
+from bench.upstream_actor import openrlhf_forwards
 
 VOCAB = 151_936
 SHAPES = {  # hidden, layers, heads, kv heads, ffn, batch, seq, rows per LM-head chunk / update micro-batch, vocab
@@ -96,55 +95,24 @@ def make_batch(shape: dict, dev: str):
     return batch, rewards, (torch.arange(b) // 4).to(dev)
 
 
-def upstream_actor_cls():
-    """OpenRLHF's `Actor` class and the helpers its forward calls, executed from the installed source (its module
-    imports DeepSpeed, flash-attn and peft at top level, which a lent GPU machine lacks); None without openrlhf."""
-    spec = importlib.util.find_spec("openrlhf")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(next(iter(spec.submodule_search_locations)))
-    helpers = [n for n in ast.parse((root / "models/utils.py").read_text()).body
-               if isinstance(n, ast.FunctionDef)
-               and n.name in ("compute_entropy", "log_probs_from_logits", "_logsumexp_by_chunk")]  # fmt: skip
-    actor = [n for n in ast.parse((root / "models/actor.py").read_text()).body
-             if isinstance(n, ast.ClassDef) and n.name == "Actor"]  # fmt: skip
-    ns = {"torch": torch, "nn": torch.nn, "F": torch.nn.functional, "dist": torch.distributed,
-          "Optional": __import__("typing").Optional, "__name__": "openrlhf_actor"}  # fmt: skip
-    exec(
-        compile(ast.Module(body=[*helpers, *actor], type_ignores=[]), str(root / "models/actor.py"), "exec"),
-        ns,
-    )
-    return ns["Actor"]
+def compile_works(dev: str) -> str:
+    """'' when SWE_RL_ENTROPY_COMPILE=1 compiles and runs on `dev`, else the error's first line (the eager rows
+    are then measured alone)."""
+    from swe_rl.algo.entropy import token_logprobs_and_entropy
+
+    os.environ["SWE_RL_ENTROPY_COMPILE"] = "1"
+    try:
+        for with_ent in (False, True):
+            token_logprobs_and_entropy(torch.randn(8, 64, device=dev), torch.zeros(8, dtype=torch.long, device=dev),
+                                       with_entropy=with_ent)  # fmt: skip
+        return ""
+    except Exception as e:  # inductor needs a compiler toolchain (triton on CUDA, a C++ compiler on the CPU)
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    finally:
+        os.environ.pop("SWE_RL_ENTROPY_COMPILE", None)
 
 
-def openrlhf_forwards(model, batch, rows: int, dev: str) -> dict[str, float] | None:
-    """Seconds of upstream's old-log-prob forward over the batch, `rows` sequences a call, plain and through our
-    exact_forward (return_entropy, swe_rl.algo's entropy); None without openrlhf."""
-    from swe_rl.train.openrlhf.entropy_forward import exact_forward
-
-    cls = upstream_actor_cls()
-    if cls is None:
-        return None
-    actor = cls(model, temperature=1.0)
-    actor.packing_samples = False
-    policy = types.SimpleNamespace(actor=actor, strategy=types.SimpleNamespace(ring_attn_group=None))
-    amask = batch.loss_mask[:, 1:].bool()
-    out = {}
-    for name in ("plain", "entropy"):
-        t0 = _now(dev)
-        for s in range(0, batch.size, rows):
-            sl = slice(s, s + rows)
-            if name == "plain":
-                with torch.no_grad():
-                    actor(batch.input_ids[sl], amask[sl], batch.attention_mask[sl])
-            else:
-                exact_forward(policy, batch.input_ids[sl], amask[sl], batch.attention_mask[sl], chunk=512)
-        out[name] = _now(dev) - t0
-    model.train()
-    return out
-
-
-def one_step(model, opt, batch, rewards, groups, shape: dict, dev: str, order: int) -> dict[str, float]:
+def one_step(model, opt, batch, rewards, groups, shape: dict, dev: str, order: int, compiled: bool) -> dict:
     from swe_rl.algo.config import AlgoConfig
     from swe_rl.algo.pipeline import compute_advantages, compute_policy_loss
     from swe_rl.train.batch import token_logprobs_entropy
@@ -154,9 +122,10 @@ def one_step(model, opt, batch, rewards, groups, shape: dict, dev: str, order: i
     exits = ["submitted"] * batch.size
     t: dict[str, float] = {}
     ent = old_lp = None
-    variants = list(FORWARDS.items())
-    for key, (with_ent, compiled) in variants[order % 4 :] + variants[: order % 4]:  # rotated: drift hits all
-        os.environ["SWE_RL_ENTROPY_COMPILE"] = compiled
+    variants = [(k, v) for k, v in FORWARDS.items() if compiled or v[1] == "0"]
+    n = len(variants)
+    for key, (with_ent, flag) in variants[order % n :] + variants[: order % n]:  # rotated: drift hits all
+        os.environ["SWE_RL_ENTROPY_COMPILE"] = flag
         t0 = _now(dev)
         with torch.no_grad():
             old_lp, e = token_logprobs_entropy(model, batch, chunk=shape["rows"], with_entropy=with_ent)
@@ -183,45 +152,52 @@ def bench_shape(name: str, dev: str, steps: int) -> dict:
     model = build(shape, dev, torch.bfloat16 if dev == "cuda" else torch.float32)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-7)
     batch, rewards, groups = make_batch(shape, dev)
+    compile_error = compile_works(dev)
     if dev == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     rows = []
     for step in range(steps + 1):  # step 0 warms up (kernels, allocator)
-        row = one_step(model, opt, batch, rewards, groups, shape, dev, step)
-        orl = openrlhf_forwards(model, batch, shape["micro"], dev)
+        row = one_step(model, opt, batch, rewards, groups, shape, dev, step, compiled=not compile_error)
+        orl = openrlhf_forwards(model, batch, shape["micro"], _now, dev)
         if orl is not None:
             row.update({"openrlhf_forward_s": orl["plain"], "openrlhf_forward_entropy_s": orl["entropy"]})
         print(f"  {name} step {step}: " + json.dumps({k: round(v, 4) for k, v in row.items()}), flush=True)
         if step:
             rows.append(row)
     m = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
-    grpo_step = m["old_forward_s"] + m["grpo_adv_s"] + m["update_s"]
-    full_step = m["old_forward_entropy_s"] + m["aem_adv_s"] + m["update_s"]
-    out = {"shape": name, **shape, "steps": steps, **m,
-           "params_b": sum(p.numel() for p in model.parameters()) / 1e9, "grpo_step_s": grpo_step,
-           "full_step_s": full_step, "train_tokens_per_s": batch.input_ids.numel() / full_step,
-           "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if dev == "cuda" else float("nan"),
-           "entropy_share": (m["old_forward_entropy_s"] - m["old_forward_s"]) / grpo_step,
-           "aem_share": (m["aem_adv_s"] - m["grpo_adv_s"]) / grpo_step,
-           "aem_entropy_share": (full_step - grpo_step) / grpo_step,
-           "forward_entropy_ratio": m["old_forward_entropy_s"] / m["old_forward_s"]}  # fmt: skip
-    compiled_grpo = m["old_forward_compiled_s"] + m["grpo_adv_s"] + m["update_s"]
-    out["compiled_entropy_share"] = (
-        m["old_forward_entropy_compiled_s"] - m["old_forward_compiled_s"]
-    ) / compiled_grpo
-    out["compiled_aem_entropy_share"] = (
-        m["old_forward_entropy_compiled_s"] + m["aem_adv_s"] - m["old_forward_compiled_s"] - m["grpo_adv_s"]
-    ) / compiled_grpo
-    out["compiled_forward_entropy_ratio"] = m["old_forward_entropy_compiled_s"] / m["old_forward_compiled_s"]
-    if "openrlhf_forward_s" in m:
-        out["openrlhf_entropy_ratio"] = m["openrlhf_forward_entropy_s"] / m["openrlhf_forward_s"]
-        out["openrlhf_entropy_share"] = (
-            m["openrlhf_forward_entropy_s"] - m["openrlhf_forward_s"]
-        ) / grpo_step
+    out = {"shape": name, **shape, "steps": steps, **m, **shares(m),
+           "params_b": sum(p.numel() for p in model.parameters()) / 1e9,
+           "train_tokens_per_s": batch.input_ids.numel() / (m["old_forward_entropy_s"] + m["aem_adv_s"] + m["update_s"]),
+           "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if dev == "cuda" else float("nan")}  # fmt: skip
+    if compile_error:
+        out["compile_error"] = compile_error
     del model, opt
     if dev == "cuda":
         torch.cuda.empty_cache()
+    return out
+
+
+def shares(m: dict[str, float]) -> dict[str, float]:
+    """Each cost over GRPO alone's step (old forward without entropy + GRPO advantages + update), eager, and with
+    the compiled kernels where they ran."""
+    grpo = m["old_forward_s"] + m["grpo_adv_s"] + m["update_s"]
+    full = m["old_forward_entropy_s"] + m["aem_adv_s"] + m["update_s"]
+    out = {"grpo_step_s": grpo, "full_step_s": full,
+           "entropy_share": (m["old_forward_entropy_s"] - m["old_forward_s"]) / grpo,
+           "aem_share": (m["aem_adv_s"] - m["grpo_adv_s"]) / grpo, "aem_entropy_share": (full - grpo) / grpo,
+           "forward_entropy_ratio": m["old_forward_entropy_s"] / m["old_forward_s"]}  # fmt: skip
+    if "old_forward_compiled_s" in m:
+        c_grpo = m["old_forward_compiled_s"] + m["grpo_adv_s"] + m["update_s"]
+        c_ent = m["old_forward_entropy_compiled_s"] - m["old_forward_compiled_s"]
+        out["compiled_entropy_share"] = c_ent / c_grpo
+        out["compiled_aem_entropy_share"] = (c_ent + m["aem_adv_s"] - m["grpo_adv_s"]) / c_grpo
+        out["compiled_forward_entropy_ratio"] = (
+            m["old_forward_entropy_compiled_s"] / m["old_forward_compiled_s"]
+        )
+    if "openrlhf_forward_s" in m:
+        out["openrlhf_entropy_ratio"] = m["openrlhf_forward_entropy_s"] / m["openrlhf_forward_s"]
+        out["openrlhf_entropy_share"] = (m["openrlhf_forward_entropy_s"] - m["openrlhf_forward_s"]) / grpo
     return out
 
 
@@ -236,10 +212,16 @@ def markdown(env: dict, shapes: list[dict]) -> str:
             lines.append(f"| {r['shape']} | {r['error']} |")
             continue
         orl = f"{r['openrlhf_entropy_ratio']:.3f}x" if "openrlhf_entropy_ratio" in r else "not installed"
+        c_share = (
+            f"{100 * r['compiled_aem_entropy_share']:.2f}%" if "compiled_aem_entropy_share" in r else "n/a"
+        )
+        c_ratio = (
+            f"{r['compiled_forward_entropy_ratio']:.3f}x" if "compiled_forward_entropy_ratio" in r else "n/a"
+        )
         lines.append(f"| {r['shape']} | {r['batch']} x {r['seq']} | {r['grpo_step_s']:.3f} s | {r['full_step_s']:.3f}"
                      f" s | {100 * r['entropy_share']:.2f}% | {100 * r['aem_share']:.2f}% | "
-                     f"{100 * r['aem_entropy_share']:.2f}% ({100 * r['compiled_aem_entropy_share']:.2f}%) | "
-                     f"{r['forward_entropy_ratio']:.3f}x ({r['compiled_forward_entropy_ratio']:.3f}x) | {orl} | "
+                     f"{100 * r['aem_entropy_share']:.2f}% ({c_share}) | "
+                     f"{r['forward_entropy_ratio']:.3f}x ({c_ratio}) | {orl} | "
                      f"{r['peak_gib']:.0f} |")  # fmt: skip
     return "\n".join([*lines, ""])
 

@@ -123,3 +123,15 @@ def test_bf16_autocast_leaves_the_entropy_in_fp32():
     for a, b in zip(got, want, strict=True):
         assert a.dtype == torch.float32
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+
+
+def test_at_qwens_vocabulary_the_fused_entropy_is_within_1e_5_of_float64():
+    """151,936 logits at T = 0.6: the fused fp32 kernel stays within 1e-5 of float64 (the former formula is itself
+    ~2e-5 off here: summing p * log p over the whole row in fp32)."""
+    g = torch.Generator().manual_seed(4)
+    logits = torch.randn(16, 151936, generator=g) * 4
+    targets = torch.randint(0, 151936, (16,), generator=g)
+    lp, h = token_logprobs_and_entropy(logits, targets, temperature=0.6)
+    ref = torch.log_softmax(logits.double() / 0.6, -1)
+    assert (h.double() - (-(ref.exp() * ref).sum(-1))).abs().max() < 1e-5
+    assert ((lp.double() - ref.gather(-1, targets[:, None]).squeeze(-1)).abs() / ref.abs().max()).max() < 1e-6
