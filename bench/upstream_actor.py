@@ -61,3 +61,7 @@ def openrlhf_forwards(
         out[name] = now(dev) - t0
     model.train()
     return out
+
+
+if __name__ == "__main__":  # `make bench` runs every file here
+    print("upstream_actor: a helper of bench/step_cost.py, nothing to measure on its own")
