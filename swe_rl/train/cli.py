@@ -48,10 +48,22 @@ def train_command(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="openrlhf: print the command line and config, start nothing"
     ),
+    ray_address: str | None = typer.Option(
+        None,
+        "--ray-address",
+        help="join this Ray cluster: openrlhf's cluster.ray_address, builtin's RaySandboxes",
+    ),
 ) -> None:
     """RL training: the built-in trainer (GRPO / RLOO + AEM / EMPG / EPO) or, with --backend openrlhf, a cluster run."""
     from sandboxes.lifecycle import reap_at_start
 
+    if (
+        ray_address
+    ):  # the one Ray of the run (sandboxes/raystart.connect_ray); builtin: only its RaySandboxes use Ray
+        key = "cluster.ray_address" if backend == "openrlhf" else "sandbox.ray_address"
+        override = [*override, f"{key}={ray_address}"]
+        if backend != "openrlhf":
+            _builtin_uses_ray(list(config), override)
     if backend == "openrlhf":  # run_from_files reaps this host's dead runs' sandboxes unless a dry run
         from swe_rl.train.openrlhf.cli import run_from_files
 
@@ -65,6 +77,23 @@ def train_command(
 
     with one_line_errors():
         run(list[str | Path](config), override, resume)
+
+
+def _builtin_uses_ray(config: list[str], override: list[str]) -> None:
+    """--ray-address with the built-in trainer: its sandbox slots must be RaySandboxes, or one error says why not."""
+    from swe_rl.config import load_config
+    from swe_rl.train.config import TrainConfig
+
+    with one_line_errors():
+        backend = load_config(TrainConfig, files=list[str | Path](config), overrides=override).sandbox.get(
+            "backend"
+        )
+    if backend != "ray":
+        raise typer.BadParameter(
+            f"the built-in trainer starts no Ray with sandbox.backend {backend or 'docker'}: its sandboxes run on this "
+            "host; add -o sandbox.backend=ray to run them on the cluster's sandbox nodes",
+            param_hint="--ray-address",
+        )
 
 
 def sft_command(config: list[str] = CONFIGS, override: list[str] = OVERRIDES) -> None:

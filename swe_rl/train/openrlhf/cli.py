@@ -58,11 +58,18 @@ def train_openrlhf_command(
         help="check actors, logger, images, Docker on every node, disk, versions; exit 1 on any problem",
     ),
     disk_gb: float = typer.Option(200.0, help="--preflight: free GiB needed at ckpt.path on every node"),
+    ray_address: str | None = typer.Option(
+        None,
+        "--ray-address",
+        help="join this Ray cluster (= -o cluster.ray_address=...); none: a private local Ray",
+    ),
 ) -> None:
     """Train with OpenRLHF 0.11.2 (Ray + vLLM + DeepSpeed) on a GPU cluster, with our agent, sandboxes and AEM."""
     from swe_rl.config import ConfigError
     from swe_rl.train.openrlhf.loggers import MissingKeyError
 
+    if ray_address:
+        overrides = [*overrides, f"cluster.ray_address={ray_address}"]
     try:
         code = run_from_files(config, overrides, dry_run, runs_dir, preflight, disk_gb)
     except (ConfigError, FileNotFoundError, MissingKeyError, ImportError) as e:
