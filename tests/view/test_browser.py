@@ -151,6 +151,10 @@ def test_training_run(train_run, browser):
     spans = [m["span"] for m in first["messages"] if m["role"] == "assistant"]
     metas = browser.eval("[...document.querySelectorAll('article.turn h3 .meta')].map(m => m.textContent)")
     assert [m.split(" tokens")[0] for m in metas] == [str(e - s) for s, e in spans]
+    # the trainer's per-turn record (objective.turn_records): AEM's α and the advantage each turn received
+    assert len(first["turns"]) == len(spans), (first["turns"], spans)
+    for meta, turn in zip(metas, first["turns"], strict=True):
+        assert f"α {turn['alpha']:.3f}" in meta and f"advantage {turn['advantage']:+.3f}" in meta, meta
 
 
 def test_a_truncated_training_line_is_one_warning(train_run, tmp_path, browser):
