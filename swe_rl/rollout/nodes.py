@@ -215,13 +215,14 @@ def resource_of(sandbox: dict[str, Any], default: str | None = "sandbox") -> str
 
 
 def ensure_on_nodes(images: list[str], sandbox: dict[str, Any], address: str, echo: Any = print) -> None:
-    """`swe-rl eval` on a cluster: join it, load each sandbox node's missing images, leave (the pool joins later).
+    """`swe-rl eval` on a cluster (Ray joined, or joined here and left after): load each sandbox node's missing images.
     A node that still lacks one is named; its episodes then fail as image_missing (rerun with retry_errors)."""
     import ray
 
-    joined = not ray.is_initialized()
-    if joined:
-        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    from sandboxes.raystart import connect_ray
+
+    # run_eval has joined already (False: nothing to leave); another caller joins here and leaves after
+    joined = connect_ray(address, purpose="images", say=echo, log_to_driver=False, configure_logging=False)
     try:
         _, after = ship_images(sorted(set(images)), resource_of(sandbox), echo=echo)
         for n in after:

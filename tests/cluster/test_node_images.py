@@ -111,3 +111,44 @@ def test_a_node_without_the_image_is_named_and_gets_it(cluster_driver, private_e
     finally:
         cl.kill_node(node)
         subprocess.run(["docker", "rmi", f"swe-rl/node-only:{os.getpid()}"], capture_output=True)
+
+
+def test_an_eval_on_the_cluster_loads_a_nodes_missing_images_first(ray_cluster, private_engine, tmp_path):
+    """`swe-rl eval --ray-address` with the default Docker backend and its rollout actor pinned to the node whose
+    engine has no image at all: the eval's start loads the task's image there (one line naming the node), and the
+    episode then runs and resolves on that engine."""
+    import docker
+
+    from tests.cluster.cluster_eval import REPO, eval_cmd
+
+    cl = ray_cluster
+    node = cl.cluster.add_node(
+        num_cpus=2,
+        resources={"sandbox": 4, ONLY_HERE: 4},
+        env_vars={"DOCKER_HOST": private_engine.host},
+        node_ip_address="127.0.0.1",
+    )
+    try:
+        cl.cluster.wait_for_nodes()
+        args = ["--ray-address", cl.address, "-i", "swe-rl-micro__confini-1", "pool.num_actors=1",
+                "pool.episodes_per_actor=1", f"pool.actor_resources={{{ONLY_HERE}: 1}}"]  # fmt: skip
+        res = subprocess.run(eval_cmd(tmp_path, "fresh-node", *args), cwd=REPO, env=cl.env(),
+                             capture_output=True, text=True, timeout=480)  # fmt: skip
+        assert res.returncode == 0, res.stderr[-3000:]
+        loaded = [
+            ln
+            for ln in res.stderr.splitlines()
+            if f"{str(node.node_id)[:8]} (engine {private_engine.host})" in ln
+        ]
+        print("\n" + "\n".join(loaded))
+        assert len(loaded) == 1 and "loaded 1 image(s) from the driver's engine" in loaded[0], res.stderr[
+            -3000:
+        ]
+        assert "resolved 1" in res.stdout, res.stdout[-2000:]
+        private = docker.DockerClient(base_url=private_engine.host)
+        try:
+            assert private.images.get("swe-rl/micro:confini-1").tags
+        finally:
+            private.close()
+    finally:
+        cl.kill_node(node)
