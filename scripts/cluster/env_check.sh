@@ -4,7 +4,8 @@
 #   env_check.sh RECIPE [-o k=v ...] the cluster preflight, once Ray is up (RAY_ADDRESS, or -o cluster.ray_address=auto;
 #                                    a local Ray when neither): our actor classes as real Ray actors, the logger, GPUs
 #                                    for the placement, and on every node versions, shared files, Docker + every
-#                                    sandbox image of the dataset, disk (= swe-rl train-openrlhf --preflight -c RECIPE)
+#                                    sandbox image of the dataset, disk, and one line per node naming its Docker
+#                                    engine and the images it lacks (= swe-rl train-openrlhf --preflight -c RECIPE)
 # Usage: GPUS_PER_NODE=8 DATA_PATHS=/data,/var/lib/docker IMAGES_FILE=images.txt scripts/cluster/env_check.sh
 #        scripts/cluster/env_check.sh configs/train/qwen3_32b_deepswe_grpo_pp_aem.yaml -o cluster.ray_address=auto
 set -euo pipefail
