@@ -329,6 +329,14 @@ def plan_env(iid: str, row: dict[str, Any], spec: dict[str, Any], reqs: str, inp
     ):
         plan.wheels = sorted(p for p in wheels.iterdir() if p.is_file())
         return plan, local
+    # swebench_rules.json wheel_for_pin: a spec pin PyPI has no wheel of for this Python (conda had a build)
+    from swe_rl.images.swebench_rules import wheel_pins
+
+    if swap := wheel_pins([*plan.packages, *plan.pip_packages], base.python, base.glibc, offline):
+        plan.packages = replace_pins(plan.packages, swap, plan.left_out, "spec packages (wheel_for_pin)")
+        plan.pip_packages = replace_pins(
+            plan.pip_packages, swap, plan.left_out, "spec pip_packages (wheel_for_pin)"
+        )
     local_abs = [
         re.sub(r"^(-e\s+|--editable\s+)?\.", lambda m: f"{m.group(1) or ''}{testbed}", x) for x in local
     ]

@@ -90,26 +90,85 @@ def uses_scm(source: Path, rules: dict[str, Any]) -> bool:
     return any(m in t for t in texts for m in rule["markers"])
 
 
-def release_dates(name: str, offline: bool) -> dict[str, str]:
-    """{version: first upload time} of a PyPI project, cached; `offline`: from the cache only."""
+def _releases(name: str, offline: bool, what: str) -> dict[str, Any]:
+    """{"dates": {version: first upload}, "files": {version: [file names]}} of a PyPI project, cached in
+    ~/.cache/swe-rl/releases/ (filled by `swe-rl images wheelhouse`); `offline`: from the cache only."""
     from swe_rl.images.swebench_wheels import cache_dir
 
-    path = cache_dir() / "releases" / f"{_norm(name)}.json"
+    path = cache_dir() / "releases" / f"{_norm(name)}.files.json"
     if path.is_file():
         return dict(json.loads(path.read_text()))
     if offline:
-        raise ImageInputError(f"{path}: missing: the release dates of {name} derive its setuptools_scm version "
-                              "(fill the wheelhouse on a machine that reaches PyPI: swe-rl images wheelhouse)")  # fmt: skip
+        raise ImageInputError(f"{path}: missing: PyPI's release list of {name} ({what}; fill the wheelhouse on a "
+                              "machine that reaches PyPI: swe-rl images wheelhouse)")  # fmt: skip
     try:
         with urllib.request.urlopen(PYPI_JSON.format(name=name), timeout=60) as resp:
             data = json.load(resp)
     except OSError as e:
-        msg = f"{name}: PyPI's release list unreachable ({e}); its setuptools_scm version needs it"
+        msg = f"{name}: PyPI's release list unreachable ({e}); {what} needs it"
         raise ImageInputError(msg) from None
-    dates = {v: min(f["upload_time_iso_8601"] for f in fs) for v, fs in data["releases"].items() if fs}
+    rel = data["releases"]
+    out = {"dates": {v: min(f["upload_time_iso_8601"] for f in fs) for v, fs in rel.items() if fs},
+           "files": {v: sorted(f["filename"] for f in fs) for v, fs in rel.items() if fs}}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dates, sort_keys=True, indent=0))
-    return dates
+    path.write_text(json.dumps(out, sort_keys=True))
+    return out
+
+
+def release_dates(name: str, offline: bool) -> dict[str, str]:
+    """{version: first upload time} of a PyPI project."""
+    return dict(_releases(name, offline, "its setuptools_scm version")["dates"])
+
+
+def wheel_pins(lines: list[str], py_full: str, glibc: str, offline: bool) -> dict[str, str]:
+    """wheel_for_pin: {name: line} for each exact pin of `lines` with no wheel on PyPI for the image's Python and
+    glibc: the nearest later release of the same major.minor that has one (none: kept, pip builds the sdist)."""
+    from packaging.utils import parse_wheel_filename
+
+    from swe_rl.images.swebench_wheels import _tag_order
+
+    order = _tag_order(py_full, glibc)
+
+    def fits(files: list[str]) -> bool:
+        for f in files:
+            if f.endswith(".whl"):
+                try:
+                    tags = parse_wheel_filename(f)[3]
+                except Exception:
+                    continue
+                if any(str(t) in order for t in tags):
+                    return True
+        return False
+
+    out = {}
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        pins = [sp.version for sp in req.specifier if sp.operator == "==" and "*" not in sp.version]
+        if len(pins) != 1 or req.marker is not None:
+            continue
+        files = _releases(req.name, offline, "the wheel of a pinned version")["files"]
+        want = Version(pins[0])
+        if fits(files.get(pins[0], [])):
+            continue
+        later = sorted(
+            (Version(v) for v in files if _is_version(v) and Version(v).release[:2] == want.release[:2]
+             and Version(v) > want and not Version(v).is_prerelease and fits(files[v])),
+        )  # fmt: skip
+        if later:
+            extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+            out[_norm(req.name)] = f"{req.name}{extras}=={later[0]}"
+    return out
+
+
+def _is_version(v: str) -> bool:
+    try:
+        Version(v)
+        return True
+    except InvalidVersion:
+        return False
 
 
 def scm_version(name: str, date: str, offline: bool) -> str:

@@ -53,7 +53,8 @@ def releases(tmp_path, monkeypatch):
     d.mkdir(parents=True)
     dates = {"5.1": "2022-05-24T00:00:00Z", "5.1.1": "2022-10-23T00:00:00Z", "5.2": "2022-12-13T00:00:00Z",
              "5.2.1": "2023-01-06T00:00:00Z", "5.3rc1": "2022-12-14T00:00:00Z"}  # fmt: skip
-    (d / "demo.json").write_text(json.dumps(dates))
+    files = {v: [f"demo-{v}-py3-none-any.whl"] for v in dates}
+    (d / "demo.files.json").write_text(json.dumps({"dates": dates, "files": files}))
     return dates
 
 
@@ -82,7 +83,7 @@ def test_scm_version_is_the_next_dev_of_the_newest_release_before_the_row(releas
     assert scm_version("demo", "2022-12-01T00:00:00Z", offline=True) == "5.1.2.dev0"
     with pytest.raises(ImageInputError, match=r"no PyPI release before 2000"):
         scm_version("demo", "2000-01-01T00:00:00Z", offline=True)
-    with pytest.raises(ImageInputError, match=r"other.json: missing.*swe-rl images wheelhouse"):
+    with pytest.raises(ImageInputError, match=r"other.files.json: missing.*swe-rl images wheelhouse"):
         scm_version("other", "2022-12-16T00:00:00Z", offline=True)
 
 
@@ -209,3 +210,30 @@ def test_extra_input_files_go_outside_the_testbed_and_into_the_hash(tmp_path):
         assert ("COPY extra/ /opt/swe-rl-extra/" in text) == bool(extra), text
     assert len(set(digests)) == 3  # the extra file's content is in the hash
     assert (tmp_path / "ctx-v2" / "extra" / "ft.tar.gz").read_text() == "v2"
+
+
+def test_a_pin_with_no_wheel_for_the_python_becomes_the_nearest_patch_with_one(tmp_path, monkeypatch):
+    """scikit-learn 1.3's numpy==1.19.2 on Python 3.9: PyPI's first cp39 wheel is 1.19.3 (names as PyPI lists
+    them); a pin with a wheel, a pure wheel, or no later patch with one stays."""
+    from swe_rl.images.swebench_rules import wheel_pins
+
+    monkeypatch.setenv("SWE_RL_CACHE", str(tmp_path / "cache"))
+    d = tmp_path / "cache" / "releases"
+    d.mkdir(parents=True)
+    numpy = {"1.19.2": ["numpy-1.19.2-cp38-cp38-manylinux2010_x86_64.whl", "numpy-1.19.2.zip"],
+             "1.19.3": ["numpy-1.19.3-cp39-cp39-manylinux2010_x86_64.whl"],
+             "1.19.5": ["numpy-1.19.5-cp39-cp39-manylinux2010_x86_64.whl"],
+             "1.20.0": ["numpy-1.20.0-cp39-cp39-manylinux2010_x86_64.whl"],
+             "1.21.0": ["numpy-1.21.0-cp39-cp39-manylinux_2_12_x86_64.manylinux2010_x86_64.whl"]}  # fmt: skip
+    old = {"1.0": ["old-1.0.tar.gz"], "2.0": ["old-2.0-py3-none-any.whl"]}
+    for name, files in (
+        ("numpy", numpy),
+        ("old", old),
+        ("six", {"1.16.0": ["six-1.16.0-py2.py3-none-any.whl"]}),
+    ):
+        (d / f"{name}.files.json").write_text(json.dumps({"dates": {}, "files": files}))
+    got = wheel_pins(
+        ["numpy==1.19.2", "numpy>=1.19", "old==1.0", "six==1.16.0"], "3.9.2", "2.31", offline=True
+    )
+    assert got == {"numpy": "numpy==1.19.3"}, got
+    assert wheel_pins(["numpy==1.21.0"], "3.9.2", "2.31", offline=True) == {}
