@@ -17,6 +17,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +42,13 @@ def private_engine():
         yield d
     finally:
         d.close()
+        for _ in range(50):  # close() keeps the folder while the engine's mounts are still going away
+            if not os.path.exists(d.root) or d.root not in Path("/proc/mounts").read_text():
+                break
+            time.sleep(0.2)
+        if d.root not in Path("/proc/mounts").read_text():
+            shutil.rmtree(d.root, ignore_errors=True)
+        assert not os.path.exists(d.root), f"{d.root} left behind (still mounted?)"
 
 
 def _start(cfg: RaySandboxConfig):
