@@ -118,3 +118,36 @@ def test_builtin_trainer_slots_renew_a_sandbox_whose_node_was_lost(cluster_drive
           f"kill; {slots.stats.get('renewed', 0)} slot(s) renewed")  # fmt: skip
     assert outs == ["x = 1"] * 4
     assert slots.stats.get("renewed", 0) >= 1
+
+
+def test_a_ray_sandbox_started_inside_a_placement_group_lands_on_a_sandbox_node(cluster_driver):
+    """OpenRLHF's vLLM engines run in placement groups that capture their children (placement_group_capture_child_
+    tasks): our executor's RaySandboxes, started there, were put in the engine's bundle, which has no `sandbox`,
+    and Ray refused each at once (every sample of the cluster rehearsal an infrastructure failure)."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    cl = cluster_driver
+    pg = placement_group([{"CPU": 1}])
+    ray.get(pg.ready(), timeout=60)
+
+    @ray.remote(num_cpus=1)
+    def engine_like(address: str) -> str:
+        import asyncio as aio
+
+        from sandboxes.config import make_sandbox
+
+        async def go() -> str:
+            async with make_sandbox({"backend": "ray", "ray_address": address, "startup_timeout": 60}) as sb:
+                return (await sb.exec("echo ok", timeout=30)).output.strip()
+
+        return aio.run(go())
+
+    captured = PlacementGroupSchedulingStrategy(pg, placement_group_capture_child_tasks=True)
+    try:
+        assert (
+            ray.get(engine_like.options(scheduling_strategy=captured).remote(cl.address), timeout=180) == "ok"
+        )
+    finally:
+        remove_placement_group(pg)
