@@ -22,7 +22,7 @@ import pytest
 
 from sandboxes import DockerSandboxConfig, make_sandbox
 from sandboxes.config import RaySandboxConfig
-from sandboxes.lifecycle import LABEL_PID, list_managed, owner_alive, reap
+from sandboxes.lifecycle import LABEL_PID, list_managed, owner_alive, remove_all
 
 pytestmark = pytest.mark.docker
 IMAGE = os.environ.get("SANDBOXES_TEST_IMAGE", "swe-rl/base:bookworm")
@@ -125,6 +125,6 @@ def test_a_lost_nodes_containers_are_removed_by_that_node(cluster_driver):
         cl.kill_node(victim)  # the node's other processes (a lost machine); its raylet may already be gone
         for s in [*survivors, *leased, control]:
             asyncio.run(s.close())
-        for suffix in ("lease", "nolease", "other"):
-            reap(client, run_id=f"{run}-{suffix}")  # what a failed run left
+        for suffix in ("lease", "nolease", "other"):  # what a failed run left (its owners may still live)
+            remove_all(client, [c.id for c in list_managed(client, run_id=f"{run}-{suffix}")])
         client.close()
