@@ -8,7 +8,7 @@ WHEELS := $(wildcard /opt/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links /opt/wheels,)
 UV = $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 
-.PHONY: help setup system docker venv image clean-images demo test test-all test-ci-slow test-view test-gpu gpu-pack lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal rehearsal-learn test-cluster
+.PHONY: help setup system docker venv image clean-images demo test test-all test-ci-slow test-view test-gpu gpu-pack lint format typecheck bench lock clean setup-vllm test-vllm qwen-assets test-stress rehearsal rehearsal-learn test-cluster rehearsal-cluster
 
 help:
 	@echo "make setup   - Debian packages, dockerd, venv (uv), package + dev extras, sandbox base image (idempotent)"
@@ -24,6 +24,7 @@ help:
 	@echo "make test-gpu   - the gpu-marked tests with the python at hand (no setup: a lent GPU machine); no CUDA: one line"
 	@echo "make gpu-pack   - the wheels scripts/gpu_check.sh needs on a lent GPU machine, into .whl/"
 	@echo "make rehearsal - OpenRLHF's whole train_ppo_ray on CPU (vLLM + DeepSpeed actors, weight sync); not in CI"
+	@echo "make rehearsal-cluster - the rehearsal on several Ray nodes, a sandbox node killed mid-step; not in CI"
 	@echo "make rehearsal-learn - OpenRLHF's loop learns on CPU, beside the built-in trainer (+ interrupt/resume); not in CI"
 	@echo "make test-stress - the default suite, then the vllm tests, beside STRESS_LOOPS busy loops"
 	@echo "make test-view  - setup + Debian's chromium + the viewer's browser tests (swe-rl view of real runs)"
@@ -162,6 +163,12 @@ rehearsal: setup
 # docs/results/openrlhf_learns_2026-12-04/PLAN.md. Resumable (finished arms are kept in --work). Not in CI.
 rehearsal-learn: setup
 	PYTHONPATH=$(REHEARSAL_PATH) RAY_raylet_start_wait_time_s=240 $(PY) tests/openrlhf/rehearsal/learn_main.py $(REHEARSAL_ARGS)
+
+# Issue 59: the rehearsal on a multi-node Ray on 127.0.0.1 (a head, a fake-GPU node for the vLLM engine and the
+# DeepSpeed actor, two sandbox nodes for the agents' RaySandboxes), one sandbox node SIGKILLed mid-step; training goes
+# on and finishes (tests/openrlhf/rehearsal/rehearsal_cluster.py). Not in CI.
+rehearsal-cluster: setup
+	PYTHONPATH=$(REHEARSAL_PATH) RAY_raylet_start_wait_time_s=240 $(PY) tests/openrlhf/rehearsal/rehearsal_main.py --cluster --work /tmp/swe-rl-rehearsal-cluster $(REHEARSAL_ARGS)
 
 # Oversubscribed CPUs (issue 27): timing-dependent tests must hold on a busy machine. scripts/stress.py stops its
 # loops when the tests end, on Ctrl-C and when it is killed.

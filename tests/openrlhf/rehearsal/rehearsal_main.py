@@ -189,18 +189,23 @@ def job_env(cfg, work: Path) -> dict[str, str]:
     }  # fmt: skip
 
 
-def run_phase(cfg, env: dict, work: Path, label: str) -> tuple[str | None, float, float]:
-    """One launch as a user makes it (a new Ray, our launcher, upstream's CLI); (error, start time, wall s)."""
+def run_phase(cfg, env: dict, work: Path, label: str, rc=None) -> tuple[str | None, float, float]:
+    """One launch as a user makes it (a new Ray, our launcher, upstream's CLI); (error, start time, wall s).
+    rc (--cluster): the multi-node RehearsalCluster, joined instead, with its NodeKiller armed."""
     import ray
 
     from sandboxes.raystart import init_local_ray
     from swe_rl.train.openrlhf import launch
     from swe_rl.train.openrlhf.preflight import gpus_needed
 
-    init_local_ray(
-        num_cpus=8, num_gpus=gpus_needed(cfg), include_dashboard=False,
-        runtime_env={"env_vars": env, "worker_process_setup_hook": "rehearsal_hooks.ray_worker_setup"},
-    )  # fmt: skip
+    runtime_env = {"env_vars": env, "worker_process_setup_hook": "rehearsal_hooks.ray_worker_setup"}
+    if rc is None:
+        init_local_ray(
+            num_cpus=8, num_gpus=gpus_needed(cfg), include_dashboard=False, runtime_env=runtime_env
+        )
+    else:
+        ray.init(address=rc.address, runtime_env=runtime_env)
+        rc.killer.start()
     print(f"rehearsal {label}: ZeRO-{cfg.cluster.zero_stage}, {'async' if cfg.async_train.enabled else 'sync'} "
           f"trainer, {ray.cluster_resources().get('GPU', 0):.0f} GPUs declared (none used); {work}", flush=True)  # fmt: skip
     t0 = time.time()
@@ -213,6 +218,8 @@ def run_phase(cfg, env: dict, work: Path, label: str) -> tuple[str | None, float
         error = f"{type(e).__name__}: {e}"
         traceback.print_exc()
     finally:
+        if rc is not None:
+            rc.killer.stop()
         ray.shutdown()
     return error, t0, time.time() - t0
 
@@ -229,6 +236,8 @@ def main() -> int:
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0, help="which generated train tasks")
     ap.add_argument("--recipe", default=RECIPE)
+    ap.add_argument("--cluster", action="store_true",
+                    help="a multi-node Ray on 127.0.0.1 (rehearsal_cluster.py), a sandbox node killed mid-step")  # fmt: skip
     args = ap.parse_args()
     os.chdir(ROOT)
     work = args.work.resolve()
@@ -245,14 +254,32 @@ def main() -> int:
     rows = work / "rows.jsonl"
     write_prompt_dataset(tasks, rows)
     ov = overrides(work, rows, args) + (["async_train.enabled=true"] if args.async_train else [])
+    rc = None
+    if args.cluster:
+        from rehearsal_cluster import NodeKiller, RehearsalCluster, cluster_overrides
+
+        from swe_rl.train.openrlhf.preflight import gpus_needed
+
+        rc = RehearsalCluster(
+            gpus_needed(load_config(OpenRLHFTrainConfig, files=[args.recipe], overrides=ov))
+        )
+        rc.killer = NodeKiller(rc)
+        ov += cluster_overrides(rc)
+        args.resume = False
     cfg = load_config(OpenRLHFTrainConfig, files=[args.recipe], overrides=ov)
     steps = len(tasks) * cfg.rollout.samples_per_prompt * cfg.optim.num_episodes // cfg.optim.train_batch_size
     assert steps == STEPS, steps
     env = job_env(cfg, work)
     os.environ["SWE_RL_REHEARSAL_OUT"] = str(work)  # the driver's own vLLM plugin load stays inert otherwise
 
-    error, t0, wall = run_phase(cfg, env, work, "run 1")
-    phases = [("run 1", error, wall, [tokenizer_check(cfg.model.path), *check(work, cfg, steps, t0)])]
+    try:
+        error, t0, wall = run_phase(cfg, env, work, "run 1", rc)
+        phases = [("run 1", error, wall, [tokenizer_check(cfg.model.path), *check(work, cfg, steps, t0)])]
+    finally:
+        if rc is not None:
+            rc.shutdown()
+    if rc is not None:
+        phases[0][3].append(rc.killer.result(t0))
     if args.resume and error is None and (Path(cfg.ckpt.output_dir) / "config.json").is_file():
         first_final = probe(cfg.ckpt.output_dir)  # run 2 overwrites the final model
         # the same job again with one more pass over the data: upstream loads ckpt.path (--ckpt.load_enable) and
