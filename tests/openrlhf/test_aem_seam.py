@@ -269,3 +269,29 @@ def test_reward_spec_masked_samples_stay_in_the_baseline_with_zero_advantage(orl
     ref = ESTIMATORS["grpo"](r, torch.arange(8) // N, torch.ones(8, dtype=torch.bool), eps=1e-9)
     base = [ref[e.index][:, None] * e.action_mask.float() for e in out]
     _check_scaled(out, base, _reference_alpha(out, {3: False}), zeroed={3})
+
+
+def test_dropped_samples_keep_one_token_so_no_micro_batch_is_empty(orl_experience):
+    # After a lost node every sample of a micro-batch can be an infrastructure failure; upstream's ppo_train divides
+    # the micro-batch's metrics by its action-token count (ZeroDivisionError in make rehearsal-cluster).
+    from openrlhf.utils.loss_utils import _optimizer_step_loss_norm
+
+    valid = {i: 0.0 for i in range(4)}  # samples 0-3 lost
+    exps = _batch(orl_experience, valid=valid)
+    before = {i: e.action_mask[b].clone() for e in exps for b, i in enumerate(e.index)}
+    maker = _fake_maker()
+    out = advantages_with_seam(
+        partial(fake_base_advantages, maker), exps, maker.strategy.args, AemConfig(), _ents(exps)
+    )
+    for e in out:
+        for b, i in enumerate(e.index):
+            m = e.action_mask[b]
+            if i in valid:
+                last = int(before[i].nonzero().max())
+                assert m.nonzero().view(-1).tolist() == [last], (i, m)
+                assert torch.all(e.advantages[b] == 0)
+            else:
+                assert torch.equal(m, before[i])
+    lost = [e.action_mask[b : b + 1] for e in out for b, i in enumerate(e.index) if i in valid]
+    norm = _optimizer_step_loss_norm(lost, None, 1, 1)  # upstream's divisor for a step of lost samples only
+    assert float(norm["batch_num_tokens"]) == len(lost) and float(norm["global_batch_size"]) == len(lost)

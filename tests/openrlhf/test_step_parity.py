@@ -126,6 +126,17 @@ def builtin_algo(cfg: OpenRLHFTrainConfig) -> AlgoConfig:
     })  # fmt: skip
 
 
+def with_anchors(mask: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
+    """The built-in mask with the one token the OpenRLHF seam keeps of each dropped sample (its last policy token,
+    advantage 0: aem_seam._drop_rows, so that no upstream micro-batch is empty). It trains nothing; it is one more
+    token in the loss divisor, the one documented difference between the two trainers' steps."""
+    pos = torch.arange(mask.shape[1]).expand_as(mask)
+    last = torch.where(loss_mask > 0, pos, torch.full_like(pos, -1)).amax(dim=1)
+    dropped = (mask.sum(1) == 0) & (last >= 0)
+    anchor = (pos == last[:, None]) & dropped[:, None]
+    return torch.where(anchor, torch.ones_like(mask), mask)
+
+
 def builtin_step(algo: AlgoConfig, batch, micro_batch: int = 5) -> dict:
     """The built-in trainer's step 3-4 (loop.py) on one minibatch of every row."""
     from swe_rl.algo.epo import EntropyHistory
@@ -145,6 +156,7 @@ def builtin_step(algo: AlgoConfig, batch, micro_batch: int = 5) -> dict:
     groups = torch.arange(len(GROUPS)).repeat_interleave(N)
     adv, mask, _ = advantages(algo, rewards, groups, valid, b.loss_mask, ent, [t.exit_status for t in trajs],
                               trajectories=trajs, action_mask=b.action_mask)  # fmt: skip
+    mask = with_anchors(mask, b.loss_mask)
     rows = torch.arange(len(trajs))
     count = global_count(algo, mask[rows])
     live = rows[mask[rows].sum(1) > 0]
@@ -253,9 +265,10 @@ def test_openrlhf_path_and_builtin_trainer_take_the_same_step(parity, case):
     batch, orl = parity
     ours, base = _steps(case, batch)
     mask = ours["mask"]
-    assert mask[7].sum() == 0 and mask[11].sum() == 0, (
+    assert mask[7].sum() == 1 and mask[11].sum() == 1, (  # one anchor token each (with_anchors)
         "the infra failure and the max_steps episode must not train"
     )
+    assert float(ours["adv"][7].abs().sum() + ours["adv"][11].abs().sum()) == 0
     assert _mismatches(orl, case, ours, base) == []
     est = CASES[case][0]
     if base is None:  # the infra failure is out of its group's baseline: the valid 1, 1, 0, not 1, 1, 0, 0

@@ -199,15 +199,27 @@ def _write_back(experiences, widths, adv, keep, alpha, idx, diag) -> None:
     for exp, w in zip(experiences, widths, strict=True):
         b = exp.action_mask.shape[0]
         exp.advantages = adv[start : start + b, :w].to(exp.advantages.dtype)
-        # no gradient and no place in the loss divisor (upstream's token count is the action mask's), as in the
-        # built-in trainer: an infra failure or a filtered episode neither trains nor dilutes the others' tokens
-        rows = keep[start : start + b, None].to(exp.action_mask.device)
-        exp.action_mask = (
-            exp.action_mask & rows if exp.action_mask.dtype == torch.bool else exp.action_mask * rows
-        )
+        exp.action_mask = _drop_rows(exp.action_mask, keep[start : start + b].to(exp.action_mask.device))
         for k, v in per.items():
             exp.info[k] = v[start : start + b]
         start += b
+
+
+def _drop_rows(action_mask: Tensor, keep: Tensor) -> Tensor:
+    """(b, A) action mask of the kept samples; a dropped one (infra failure, filtered) keeps one token, its last.
+    As in the built-in trainer it does not train (advantage 0: no policy gradient) and stays out of the loss
+    divisor (upstream's token count is the action mask's) but for that one token (one sample in seq-mean modes).
+    The token is there because upstream's `ppo_train` divides a micro-batch's metrics by its token count (and the
+    loss by the optimizer step's): a micro-batch made only of dropped samples, as after a lost node, raised
+    ZeroDivisionError (`make rehearsal-cluster`)."""
+    m = action_mask.to(torch.bool)
+    width = m.shape[1]
+    pos = torch.arange(width, device=m.device).expand_as(m)
+    last = torch.where(m, pos, torch.full_like(pos, -1)).amax(dim=1)  # (b,) last action token, -1 if none
+    last = torch.where(last < 0, torch.full_like(last, width - 1), last)
+    anchor = pos == last[:, None]
+    out = torch.where(keep[:, None], m, anchor)
+    return out if action_mask.dtype == torch.bool else out.to(action_mask.dtype)
 
 
 def advantages_with_seam(
