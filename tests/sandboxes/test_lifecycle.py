@@ -114,7 +114,9 @@ async def test_container_expires_by_itself(sbx_cfg, sbx_docker_client):
         # an init, whose one child is the lease reader with the TTL as its read timeout
         r = await sb.exec("ps -o args= -p 1; ps -o args= --ppid 1")
         lines = r.output.split("\n")
-        assert lines[0].startswith("/sbin/docker-init -- bash") and lines[0].endswith("sandbox-lease 2"), r.output
+        assert lines[0].startswith("/sbin/docker-init -- bash") and lines[0].endswith("sandbox-lease 2"), (
+            r.output
+        )
         assert lines[1].endswith("sandbox-lease 2") and len(lines) == 3, r.output
         deadline = time.monotonic() + 30
         while list_managed(sbx_docker_client, run_id=run_id) and time.monotonic() < deadline:
