@@ -159,8 +159,7 @@ def official_result(iid: str, report: dict[str, Any], summary: dict[str, Any]) -
 
 def grade_official(run: EvalRun, cfg: EvalConfig, tasks: list[Task], r: int) -> None:
     """swebench's run_evaluation over run r's patches, for the instances without a grading record."""
-    from swe_rl.grading import check_official, label_suspicious, run_official
-    from swe_rl.integrity.tripwire import TestCode
+    from swe_rl.grading import TestCode, check_official, label_suspicious, run_official
 
     loaded = {t.instance_id: run.load_trajectory(r, t.instance_id) for t in tasks}
     trajs = {iid: tr for iid, tr in loaded.items() if tr is not None}

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they resolve
     from swe_rl.grading.validate import attach_cached, validate_tasks, validate_tasks_sync
     from swe_rl.integrity.log_rules import log_violations
     from swe_rl.integrity.tree import check_official
+    from swe_rl.integrity.tripwire import TestCode
     from swe_rl.tasks.validation import validation_of
 
 # name -> the module that defines it (integrity's names are part of grading's surface: grading may import it)
@@ -61,6 +62,7 @@ _SURFACE = {
     "run_official": "swe_rl.grading.official",
     "check_official": "swe_rl.integrity.tree",
     "log_violations": "swe_rl.integrity.log_rules",
+    "TestCode": "swe_rl.integrity.tripwire",
     "validation_shown": "swe_rl.grading.grader",
     "validate_tasks": "swe_rl.grading.validate",
     "validate_tasks_sync": "swe_rl.grading.validate",
@@ -73,6 +75,7 @@ __all__ = [  # the keys of _SURFACE (tests/foundation/test_rooms.py holds them e
     "DedupGrader",
     "FailFastPolicy",
     "RewardResult",
+    "TestCode",
     "apply_under_guard",
     "attach_cached",
     "check_official",
