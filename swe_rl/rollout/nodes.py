@@ -14,6 +14,7 @@ the preflight, which names each node that lacks an image.
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,14 @@ class NodeImages:
 
     def name(self) -> str:
         return f"node {self.address} {self.node_id[:8]} (engine {self.engine})"
+
+
+def _node_gone() -> tuple[type[BaseException], ...]:
+    """Ray's errors for work pinned to a node that is gone (evaluated in an `except`: Ray is imported lazily)."""
+    from ray import exceptions as rx
+
+    return (rx.TaskUnschedulableError, rx.ActorUnschedulableError, rx.NodeDiedError, rx.ActorDiedError,
+            rx.ActorUnavailableError, rx.WorkerCrashedError)  # fmt: skip
 
 
 def _engine_name() -> str:
@@ -91,8 +100,15 @@ def image_report(
     probe = ray.remote(num_cpus=0, max_retries=0)(_probe)
     nodes = sandbox_nodes(resource)
     refs = [probe.options(**_pinned(n["NodeID"])).remote(list(images)) for n in nodes]
+    deadline = time.monotonic() + timeout
     out = []
-    for n, (engine, missing, error) in zip(nodes, ray.get(refs, timeout=timeout), strict=True):
+    for n, ref in zip(nodes, refs, strict=True):
+        try:
+            engine, missing, error = ray.get(ref, timeout=max(deadline - time.monotonic(), 1.0))
+        except (
+            _node_gone()
+        ):  # listed alive, gone since (Ray marks a lost node dead seconds later): no node to fill
+            continue
         lacks = tuple(images) if missing is None else tuple(missing)
         out.append(NodeImages(n["NodeID"], n.get("NodeManagerAddress", "?"), engine, lacks, error))
     return out
@@ -179,10 +195,14 @@ def ship_images(
             saver = actor.options(**_pinned(holder.node_id)).remote()
             source = holder.name()
             chunks = saver.save.options(num_returns="streaming").remote(need)
-        loader = actor.options(**_pinned(node.node_id)).remote()
-        ray.get(loader.begin.remote())
-        sent = _send(chunks, loader)
-        ray.get(loader.end.remote())
+        try:
+            loader = actor.options(**_pinned(node.node_id)).remote()
+            ray.get(loader.begin.remote())
+            sent = _send(chunks, loader)
+            ray.get(loader.end.remote())
+        except _node_gone() as e:  # the node (or the holder) was lost mid-copy: its episodes run elsewhere
+            echo(f"{node.name()}: not loaded, a node was lost during the copy ({type(e).__name__})")
+            continue
         echo(f"{node.name()}: loaded {len(need)} image(s) from {source} ({sent / 2**20:.0f} MiB)")
     return before, image_report(images, resource)
 

@@ -161,3 +161,21 @@ def test_an_eval_on_the_cluster_loads_a_nodes_missing_images_first(ray_cluster, 
             private.close()
     finally:
         cl.kill_node(node)
+
+
+def test_a_node_lost_just_before_the_image_check_is_left_out(cluster_driver):
+    """A node still listed alive when the check starts (Ray marks a SIGKILLed node dead seconds later) but gone
+    when its probe is placed: the check leaves it out instead of failing `swe-rl eval` at its start
+    (TaskUnschedulableError, seen when an eval began right after a node was lost)."""
+    from swe_rl.rollout.nodes import image_report
+
+    cl = cluster_driver
+    node = cl.cluster.add_node(num_cpus=1, resources={"sandbox": 4}, node_ip_address="127.0.0.1")
+    cl.cluster.wait_for_nodes()
+    gone = str(node.node_id)
+    assert gone in cl.alive_node_ids()
+    cl.kill_node(node)
+    print(f"\nkilled node listed alive at the check: {gone in cl.alive_node_ids()}")  # the race (Ray: ~4-5 s)
+    report = image_report([IMAGE])
+    assert gone not in {n.node_id for n in report}, report
+    assert len(report) == 2 and all(not n.missing for n in report), report  # the fixture's two sandbox nodes
