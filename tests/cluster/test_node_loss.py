@@ -40,8 +40,10 @@ def _stop(proc: subprocess.Popen) -> None:
 def test_node_lost_mid_eval_with_an_unplaceable_replacement(ray_cluster, tmp_path):
     cl = ray_cluster
     before = set(new_actors(cl, set()))
-    # One 2-CPU actor per sandbox node (the head has 1 CPU): the dead actor's replacement fits nowhere.
-    args = ["--ray-address", cl.address, *TEN, "pool.actor_num_cpus=2", "pool.placement_timeout=15"]
+    # One 2-CPU actor per sandbox node (the head has 1 CPU): the dead actor's replacement fits nowhere. 4 runs (40
+    # episodes): the surviving actor still has work when the replacement's 15 s run out (node death is seen ~5 s
+    # after the kill), however fast the episodes go; with 10 it could finish first and the path went unseen.
+    args = ["--ray-address", cl.address, *TEN, "runs=4", "pool.actor_num_cpus=2", "pool.placement_timeout=15"]
     log = open(tmp_path / "eval.log", "w")  # noqa: SIM115 (the process writes it until it ends)
     proc = subprocess.Popen(
         eval_cmd(tmp_path, "loss", *args), cwd=REPO, env=cl.env(), stdout=log, stderr=subprocess.STDOUT,
@@ -69,17 +71,17 @@ def test_node_lost_mid_eval_with_an_unplaceable_replacement(ray_cluster, tmp_pat
         log.close()
         cl.restore()
     out = (tmp_path / "eval.log").read_text()
-    print(f"\nnode loss mid-eval: {done_at_kill}/10 episodes done at the kill; node dead after {detected:.1f} s; "
+    print(f"\nnode loss mid-eval: {done_at_kill}/40 episodes done at the kill; node dead after {detected:.1f} s; "
           f"first episode after the kill at {first_after or float('nan'):.1f} s; eval ended {took:.1f} s after")  # fmt: skip
     assert finished, f"the eval hung after the node loss (killed after {took:.0f} s):\n{out[-3000:]}"
     assert proc.returncode == 0, out[-3000:]
     files = trajectory_files(tmp_path, "loss")
-    assert len(files) == 10 and len({f.name for f in files}) == 10  # exactly one per (task, sample)
+    assert len(files) == 40 and len({(f.parent.name, f.name) for f in files}) == 40  # one per (task, sample)
     report = json.loads((tmp_path / "runs" / "loss" / "report" / "report.json").read_text())
     assert report["complete"]
     counts = report["counts"]
-    assert sum(counts.values()) == 10
+    assert sum(counts.values()) == 40
     # every episode either ran elsewhere (resolved: the gold policy) or ended labelled, none silently lost
-    assert counts["resolved"] + counts["infra_failure"] == 10, counts
+    assert counts["resolved"] + counts["infra_failure"] == 40, counts
     assert set(report["infra_failure_labels"]) <= {"actor_unplaceable"}, report["infra_failure_labels"]
     assert "not placed within 15 s" in out, out[-3000:]
