@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import ray
 
 from swe_rl.agent.config import AgentConfig
 from swe_rl.rollout.config import PoolConfig
@@ -78,7 +79,10 @@ def test_served_policy_is_shared_by_all_actors(rollout_task, tiny_tokenizer, tmp
         policy = OpenAIPolicySpec(base_url=server.base_url, model="tiny", tokenizer=str(tmp_path / "tok"))
         spec = RolloutSpec(policy=policy, agent=_spec(0).agent, grade=False, run_id="rollout-pool-served")
         with RolloutPool(PoolConfig(num_actors=2, episodes_per_actor=1, progress=False), spec) as pool:
-            out = list(pool.run([rollout_task], 2))
+            # both actors running first, and 4 episodes: episodes go only to running actors (ties to the first), so
+            # with 2 the first one up could run both before the pool saw the second running
+            ray.get([a.pid.remote() for a in pool.actors], timeout=300)
+            out = list(pool.run([rollout_task], 4))
     assert len({t.metrics["worker_pid"] for t in out}) == 2
     for t in out:
         assert t.exit_status != "error", t.error
