@@ -51,6 +51,18 @@ def private_engine():
         assert not os.path.exists(d.root), f"{d.root} left behind (still mounted?)"
 
 
+def _node_on(cl, engine):
+    """A sandbox node (also advertising ONLY_HERE) whose workers use `engine` (DOCKER_HOST of its raylet)."""
+    node = cl.cluster.add_node(
+        num_cpus=2,
+        resources={"sandbox": 4, ONLY_HERE: 4},
+        env_vars={"DOCKER_HOST": engine.host},
+        node_ip_address="127.0.0.1",
+    )
+    cl.cluster.wait_for_nodes()
+    return node
+
+
 def _start(cfg: RaySandboxConfig):
     async def go():
         sb = make_sandbox(cfg, image=IMAGE, run_id=f"nodeimg-{os.getpid()}")
@@ -69,14 +81,8 @@ def test_a_node_without_the_image_is_named_and_gets_it(cluster_driver, private_e
     from swe_rl.rollout.nodes import node_image_checks, ship_images
 
     cl = cluster_driver
-    node = cl.cluster.add_node(
-        num_cpus=2,
-        resources={"sandbox": 4, ONLY_HERE: 4},
-        env_vars={"DOCKER_HOST": private_engine.host},
-        node_ip_address="127.0.0.1",
-    )
+    node = _node_on(cl, private_engine)
     try:
-        cl.cluster.wait_for_nodes()
         checks = node_image_checks([IMAGE])
         bad = [c for c in checks if not c[1]]
         print("\n" + "\n".join(f"{'OK  ' if ok else 'FAIL'} {name}: {detail}" for name, ok, detail in checks))
@@ -131,14 +137,8 @@ def test_an_eval_on_the_cluster_loads_a_nodes_missing_images_first(ray_cluster, 
     from tests.cluster.cluster_eval import REPO, eval_cmd
 
     cl = ray_cluster
-    node = cl.cluster.add_node(
-        num_cpus=2,
-        resources={"sandbox": 4, ONLY_HERE: 4},
-        env_vars={"DOCKER_HOST": private_engine.host},
-        node_ip_address="127.0.0.1",
-    )
+    node = _node_on(cl, private_engine)
     try:
-        cl.cluster.wait_for_nodes()
         args = ["--ray-address", cl.address, "-i", "swe-rl-micro__confini-1", "pool.num_actors=1",
                 "pool.episodes_per_actor=1", f"pool.actor_resources={{{ONLY_HERE}: 1}}"]  # fmt: skip
         res = subprocess.run(eval_cmd(tmp_path, "fresh-node", *args), cwd=REPO, env=cl.env(),
