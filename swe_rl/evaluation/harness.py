@@ -142,6 +142,9 @@ def run_episodes(
                 on_traj(traj, pool)
     finally:
         pool.close()
+        lost = getattr(pool, "lost", {})  # the Ray pool's; the local pool loses no actor
+        if any(lost.values()):  # what node or process losses cost this session: report.json's pool_losses
+            run.add_pool_losses(lost, len(todo))
 
 
 def official_result(iid: str, report: dict[str, Any], summary: dict[str, Any]) -> RewardResult:
@@ -242,6 +245,7 @@ def write_report(run: EvalRun, cfg: EvalConfig, tasks: list[Task]) -> dict[str, 
         t.instance_id: v["summary"] for t in tasks if (v := validation_shown(t)) and v["status"] != "ok"
     }
     report["complete"] = len(episodes) == len(tasks) * cfg.runs
+    report["pool_losses"] = run.pool_losses()  # actors lost with their node or process, episodes re-run
     plots = write_plots(report, episodes, run.dir.report)
     atomic_write(run.dir.report / "report.json", report_json(report))
     atomic_write(run.dir.report / "report.md", report_markdown(report, plots))

@@ -183,6 +183,13 @@ def report_markdown(report: dict[str, Any], plots: list[str]) -> str:
         ]
         examples = report.get("infra_failure_examples") or {}
         lines += [f"- {k}, the first: `{v}`" for k, v in examples.items() if v]
+    if report.get("pool_losses"):
+        lost = report["pool_losses"]
+        lines += [
+            "",
+            f"Rollout pool losses ({lost.get('sessions', 0)} session(s)): actors died {lost.get('actors_died', 0)} · "
+            f"actors unplaceable {lost.get('actors_unplaceable', 0)} · episodes re-run {lost.get('episodes_rerun', 0)}",
+        ]
     if report.get("patch_caused_labels"):
         lines += [
             "",

@@ -85,6 +85,31 @@ class EvalRun:
         except ValueError:
             return None
 
+    @property
+    def pool_losses_path(self) -> Path:
+        return self.root / "pool_losses.jsonl"
+
+    def add_pool_losses(self, lost: dict[str, int], episodes: int) -> None:
+        """One line per pool session that lost actors (issue 59): a resumed run keeps the earlier sessions' lines."""
+        with self.pool_losses_path.open("a") as f:
+            f.write(json.dumps({"episodes": episodes, **lost}, sort_keys=True) + "\n")
+
+    def pool_losses(self) -> dict[str, int]:
+        """The pool sessions' losses summed: actors died / unplaceable, episodes re-run ({} when none)."""
+        total: dict[str, int] = {}
+        if not self.pool_losses_path.is_file():
+            return total
+        for line in self.pool_losses_path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a crash mid-write
+            for k, v in row.items():
+                if k != "episodes" and isinstance(v, int):
+                    total[k] = total.get(k, 0) + v
+            total["sessions"] = total.get("sessions", 0) + 1
+        return total
+
     def write_jsonl(self, path: Path, rows: Iterable[dict[str, Any] | str]) -> Path:
         lines = [r if isinstance(r, str) else json.dumps(r) for r in rows]
         return atomic_write(path, "".join(line + "\n" for line in lines))

@@ -24,4 +24,5 @@ def test_nodes_resources_and_node_loss(cluster_driver):
     assert len(cl.sandbox_nodes) == 1
     cl.restore()
     assert len(cl.sandbox_nodes) == 2
-    assert len(cl.alive_node_ids()) == 3
+    # the head and two sandbox nodes, plus the fake-GPU node once a test asked for it (session-scoped)
+    assert len(cl.alive_node_ids()) == 3 + (cl.gpu_node is not None)

@@ -3,7 +3,8 @@
 "A node lacks the image" is made real on one machine: the node added here runs its workers against a private
 dockerd of its own (own socket, data root, exec root, containerd, bridge; started and removed by this test; the
 shared engine is never touched) through the raylet's environment (DOCKER_HOST), which Ray's workers inherit.
-Before: the preflight's per-node check names that node (and only it) as lacking the image, and a sandbox placed
+Before: the preflight's per-node check (and `train-openrlhf --dry-run` joining the cluster) names that node, and
+only it, as lacking the image, and a sandbox placed
 there fails to start on the missing image. `ship_images` sends it through Ray's object store from the driver's
 engine (`docker save` chunks to a `docker load` on the node); after: the check passes and a RaySandbox placed on
 that node runs a command in a container on the private engine. Then the other way: an image only that node's
@@ -16,6 +17,7 @@ import asyncio
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +29,7 @@ from sandboxes.config import RaySandboxConfig
 
 pytestmark = pytest.mark.docker
 IMAGE = os.environ.get("SANDBOXES_TEST_IMAGE", "swe-rl/base:bookworm")
+ROOT = Path(__file__).resolve().parents[2]
 ONLY_HERE = "fresh_engine_node"  # a resource only the node with the private engine advertises
 
 
@@ -75,7 +78,20 @@ def _start(cfg: RaySandboxConfig):
     return asyncio.run(go())
 
 
-def test_a_node_without_the_image_is_named_and_gets_it(cluster_driver, private_engine):
+def _dry_run(cl, tmp_path: Path) -> str:
+    from swe_rl.tasks.loaders import load_tasks
+    from swe_rl.train.openrlhf.data import write_prompt_dataset
+
+    rows = tmp_path / "rows.jsonl"
+    write_prompt_dataset([t.model_copy(update={"image": IMAGE}) for t in load_tasks("micro")[:2]], rows)
+    cmd = [str(Path(sys.executable).with_name("swe-rl")), "train-openrlhf", "-c", "configs/train/qwen25_coder_7b_grpo_aem.yaml",
+           "--dry-run", "-o", f"data.prompt_dataset={rows}", "-o", f"cluster.ray_address={cl.address}"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, env=cl.env(), cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+def test_a_node_without_the_image_is_named_and_gets_it(cluster_driver, private_engine, tmp_path):
     import docker
 
     from swe_rl.rollout.nodes import node_image_checks, ship_images
@@ -89,6 +105,9 @@ def test_a_node_without_the_image_is_named_and_gets_it(cluster_driver, private_e
         assert len(checks) == 3 and len(bad) == 1, checks  # two fixture sandbox nodes + this one
         assert private_engine.host in bad[0][0] and str(node.node_id)[:8] in bad[0][0], bad
         assert f"missing ['{IMAGE}']" in bad[0][2]
+        # the same through `swe-rl train-openrlhf --dry-run` joining the cluster, as a user types it
+        fails = [ln for ln in _dry_run(cl, tmp_path).splitlines() if ln.startswith("# FAIL")]
+        assert len(fails) == 1 and str(node.node_id)[:8] in fails[0] and IMAGE in fails[0], fails
 
         pinned = RaySandboxConfig(
             inner=DockerSandboxConfig(image=IMAGE, pull="never"), resource=ONLY_HERE, startup_timeout=120

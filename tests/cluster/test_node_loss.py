@@ -85,3 +85,7 @@ def test_node_lost_mid_eval_with_an_unplaceable_replacement(ray_cluster, tmp_pat
     assert counts["resolved"] + counts["infra_failure"] == 40, counts
     assert set(report["infra_failure_labels"]) <= {"actor_unplaceable"}, report["infra_failure_labels"]
     assert "not placed within 15 s" in out, out[-3000:]
+    # what the loss cost, in the report (rebuilt from the run dir's pool_losses.jsonl by `swe-rl report` too)
+    lost = report["pool_losses"]
+    assert lost["actors_died"] >= 1 and lost["actors_unplaceable"] >= 1, lost
+    assert lost["episodes_rerun"] + counts["infra_failure"] >= 1, lost

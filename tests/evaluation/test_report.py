@@ -61,3 +61,22 @@ def test_run_files_are_swebench_predictions(tmp_path):
     # A half-written episode file (not possible with atomic writes, but a copy tool could leave one) is missing.
     run.traj_path(0, "b").write_text('{"task_id": "b", "sample')
     assert run.load_trajectory(0, "b") is None
+
+
+def test_pool_losses_are_kept_per_session_and_summed_into_the_report(tmp_path):
+    """What a lost node cost (the Ray pool's `lost`): one line per pool session in the run dir, so a resumed run
+    and `swe-rl report` see the earlier sessions' too; a line cut short by a crash is skipped."""
+    run = EvalRun(tmp_path / "r")
+    assert run.pool_losses() == {}
+    run.add_pool_losses({"actors_died": 1, "actors_unplaceable": 1, "episodes_rerun": 2}, episodes=40)
+    run.add_pool_losses({"actors_died": 2, "actors_unplaceable": 0, "episodes_rerun": 1}, episodes=12)
+    with run.pool_losses_path.open("a") as f:
+        f.write('{"actors_died": 5, "epis')
+    lost = EvalRun(tmp_path / "r").pool_losses()  # a new handle on the same dir: the resumed run's view
+    assert lost == {"actors_died": 3, "actors_unplaceable": 1, "episodes_rerun": 3, "sessions": 2}
+    eps = [episode_from(_traj("a__r-1", 0, "diff"), {"resolved": True, "reward": 1.0}, "a/r")]
+    rep = build_report(eps, 1, {"name": "x"}) | {"pool_losses": lost}
+    md = report_markdown(rep, [])
+    assert (
+        "Rollout pool losses (2 session(s)): actors died 3 · actors unplaceable 1 · episodes re-run 3" in md
+    )

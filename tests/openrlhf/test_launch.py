@@ -26,6 +26,7 @@ SECRET = "wandb-test-key-0123456789abcdef"
 @pytest.mark.parametrize("recipe", [R7B, R32B, R7B_ASYNC, R32B_ASYNC])
 def test_dry_run_prints_command_runtime_env_and_config(recipe, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_API_KEY", SECRET)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     res = CliRunner().invoke(app, ["train-openrlhf", "-c", recipe, "--dry-run", "--runs-dir", str(tmp_path)])
     assert res.exit_code == 0, res.output
     out = res.output
@@ -41,6 +42,8 @@ def test_dry_run_prints_command_runtime_env_and_config(recipe, tmp_path, monkeyp
     is_async = "async" in recipe
     assert ("# trainer: PPOTrainerAsync" in out) == is_async
     assert ("--train.async_enable" in out) == is_async and ("--vllm.enable_sleep" in out) != is_async
+    # no cluster to join (the recipes' ray_address is null): no Ray is started, and it says where nodes are checked
+    assert "# sandbox nodes: not checked (no cluster.ray_address / RAY_ADDRESS to join)" in out
     assert not list(tmp_path.iterdir()), "a dry run must not create anything"
 
 

@@ -18,6 +18,7 @@ processes that run these classes do. No worker setup hook, no environment flag f
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -195,11 +196,47 @@ REPLACEMENTS = (
 )
 
 
-def install_swe_rl_classes() -> None:
+# The trainer controllers, bare @ray.remote upstream, placed on the node placement.py chooses (its docstring says
+# why): (module, name, upstream's own @ray.remote options, kept). PPOTrainerAsync also makes two ray.util.queue
+# Queues (actors) between its halves: QUEUE_MODULE's `Queue` gets the same placement.
+CONTROLLERS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("openrlhf.trainer.ppo_trainer", "PPOTrainer", {}),
+    ("openrlhf.trainer.ppo_trainer_async", "PPOTrainerAsync", {}),
+    ("openrlhf.trainer.ppo_trainer_async", "TrainingActor", {}),
+    ("openrlhf.trainer.ppo_trainer_async", "GenerateSamplesActor", {}),
+    ("openrlhf.trainer.ppo_trainer_async", "VLLMLock", {"num_cpus": 0}),
+)
+QUEUE_MODULE = "openrlhf.trainer.ppo_trainer_async"
+
+
+def install_swe_rl_classes(node: str | None = None) -> None:
     """Put our classes in place of OpenRLHF's names in this (driver) process. Idempotent; call before running
-    openrlhf.cli.train_ppo_ray."""
+    openrlhf.cli.train_ppo_ray. With `node` (placement.controller_node()), the trainer controllers (CONTROLLERS:
+    ours, upstream's PPOTrainerAsync and VLLMLock) and PPOTrainerAsync's queues get a soft node affinity to it: Ray
+    places them elsewhere only when that node cannot take them."""
+    from ray.util.queue import Queue
+
     for module, name, ours in REPLACEMENTS:
         setattr(importlib.import_module(module), name, ours)
+    queues = importlib.import_module(QUEUE_MODULE)
+    queues.Queue = Queue  # type: ignore[attr-defined]
+    if node is None:
+        return
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    strategy = NodeAffinitySchedulingStrategy(node_id=node, soft=True)
+    # an actor that asks for no resource (VLLMLock) can always go there, and Ray's soft affinity does not hold for
+    # it (seen on Ray 2.55: placed on a sandbox node): a hard one
+    hard = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+    for module, name, options in CONTROLLERS:
+        mod = importlib.import_module(module)
+        # Ray's typing of ray.remote lists only the placement-group strategy; NodeAffinity is a documented one
+        on_node: Any = ray.remote(  # type: ignore[call-overload]
+            scheduling_strategy=hard if options.get("num_cpus") == 0 else strategy, **options
+        )
+        setattr(mod, name, on_node(user_class(getattr(mod, name))))
+    # read by PPOTrainerAsync.__init__ from its module's globals, shipped with the class as our classes are
+    queues.Queue = functools.partial(Queue, actor_options={"scheduling_strategy": strategy})  # type: ignore[attr-defined]
 
 
 def preflight_actor_check() -> list[str]:

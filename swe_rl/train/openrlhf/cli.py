@@ -49,7 +49,10 @@ def train_openrlhf_command(
         [], "--override", "-o", "--set", "-s", help="dotted KEY=VALUE override, e.g. rollout.max_len=16384"
     ),
     dry_run: bool = typer.Option(
-        False, "--dry-run", help="print the OpenRLHF command and config, start nothing"
+        False,
+        "--dry-run",
+        help="print the OpenRLHF command and config, start no training; with a cluster to join "
+        "(cluster.ray_address / RAY_ADDRESS), also each sandbox node that lacks an image",
     ),
     runs_dir: str = typer.Option("runs", help="where runs/<name>/ goes"),
     preflight: bool = typer.Option(

@@ -223,10 +223,18 @@ class AgentExecutor(MultiTurnAgentExecutor):
         if not failed:
             self._failed.clear()
             return
+        lines = (traj.error or "").strip().splitlines()
+        last = lines[-1] if lines else "no error text"
         if not self._failed:
-            lines = (traj.error or "").strip().splitlines()
-            self._first_failure = lines[-1] if lines else "no error text"
-        self._failed[str(traj.metrics.get("infra_failure") or grading.get("failure") or "episode_error")] += 1
+            self._first_failure = last
+        kind = str(traj.metrics.get("infra_failure") or grading.get("failure") or "episode_error")
+        self._failed[kind] += 1
+        if not error:  # an exception was logged with its traceback already
+            # one line per lost sample in the engine actor's log (Ray forwards it to the driver): what was lost, why
+            logging.getLogger(__name__).warning(
+                "swe-rl AgentExecutor: sample of %s lost to an infrastructure failure (%s, valid=0): %s",
+                traj.task_id, kind, last,
+            )  # fmt: skip
         limit, n = self.cfg.max_failed_in_a_row, self._failed.total()
         if limit and n >= limit:
             text = ", ".join(f"{k} {v}" for k, v in self._failed.most_common())

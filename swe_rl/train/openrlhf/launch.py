@@ -98,6 +98,36 @@ def render_dry_run(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = No
     )
 
 
+def dry_run_nodes(cfg: OpenRLHFTrainConfig, environ: dict[str, str] | None = None) -> list[str]:
+    """With a cluster to join (cluster.ray_address or RAY_ADDRESS), each sandbox node and the dataset's images it
+    lacks (a driver joins and runs one zero-CPU probe per node; no training actor starts). Without one, --dry-run
+    starts no Ray and says so: `--preflight` starts a private one and checks this machine."""
+    address = cfg.cluster.ray_address or (os.environ if environ is None else environ).get("RAY_ADDRESS")
+    if not address or address == "local":
+        return [
+            "# sandbox nodes: not checked (no cluster.ray_address / RAY_ADDRESS to join); --preflight checks them"
+        ]
+    import ray
+
+    from sandboxes.raystart import connect_ray
+    from swe_rl.rollout.nodes import node_image_checks, resource_of
+    from swe_rl.train.openrlhf.preflight import dataset_check
+
+    data, images = dataset_check(cfg)
+    if not images:
+        return [f"# sandbox nodes: not checked ({data.detail})"]
+    lines: list[str] = []
+    started = connect_ray(
+        address, purpose="dry-run", say=lambda m: lines.append(f"# {m}"), log_to_driver=False
+    )
+    try:
+        checks = node_image_checks(images, resource_of(cfg.agent.sandbox, default=None))
+    finally:
+        if started:
+            ray.shutdown()
+    return lines + [f"# {'OK  ' if ok else 'FAIL'} {name}: {detail}" for name, ok, detail in checks]
+
+
 def _save_resolved(cfg: OpenRLHFTrainConfig, runs_dir: str) -> Path:
     from swe_rl.runs import RunDir
 
@@ -117,6 +147,8 @@ def run_openrlhf(
     """Launch OpenRLHF for `cfg` (blocks until training ends). With dry_run, print what would run and return."""
     if dry_run:
         echo(render_dry_run(cfg))
+        for line in dry_run_nodes(cfg):
+            echo(line)
         return 0
     if not Path(cfg.data.prompt_dataset).exists() and "://" not in cfg.data.prompt_dataset:
         raise FileNotFoundError(
@@ -145,7 +177,19 @@ def run_openrlhf(
     connect_ray(
         cfg.cluster.ray_address, purpose="train-openrlhf", say=echo, runtime_env=build_runtime_env(cfg)
     )
-    install_swe_rl_classes()  # our ray.remote subclasses under OpenRLHF's names, before its CLI module runs
+    from swe_rl.train.openrlhf.placement import controller_node
+
+    node = (
+        controller_node()
+    )  # the driver's node: a lost sandbox node must not take the trainer's controller with it
+    echo(
+        f"trainer controllers on node {node}"
+        if node
+        else "trainer controllers: Ray's placement (no node with a CPU)"
+    )
+    install_swe_rl_classes(
+        node
+    )  # our ray.remote subclasses under OpenRLHF's names, before its CLI module runs
     old_argv = sys.argv
     sys.argv = argv
     try:

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 LOOPBACK = {"node_ip_address": "127.0.0.1"}
@@ -105,8 +106,38 @@ class NodeKiller(threading.Thread):
                 f"{self.dead_after or float('nan'):.1f} s")  # fmt: skip
 
 
-def cluster_overrides(rc: RehearsalCluster) -> list[str]:
-    """The agents' sandboxes as RaySandboxes on the sandbox nodes; the launch joins this cluster."""
+def cluster_overrides(rc: RehearsalCluster, work: Path) -> list[str]:
+    """The agents' sandboxes as RaySandboxes on the sandbox nodes; the launch joins this cluster; the trainer's
+    metrics.jsonl (what each step masked) for `cluster_checks`."""
     sandbox = {"backend": "ray", "ray_address": rc.address, "startup_timeout": 180,
                "inner": {"backend": "docker", "image": "swe-rl/base:bookworm"}}  # fmt: skip
-    return [f"cluster.ray_address={rc.address}", f"agent.sandbox={json.dumps(sandbox)}"]
+    return [f"cluster.ray_address={rc.address}", f"agent.sandbox={json.dumps(sandbox)}",
+            f"logging.metrics_jsonl={work / 'metrics.jsonl'}"]  # fmt: skip
+
+
+# the trainers, and what PPOTrainerAsync makes between its halves (VLLMLock, its two ray.util.queue Queues)
+CONTROLLER_CLASSES = ("SweRlPPOTrainer", "PPOTrainerAsync", "SweRlTrainingActor", "SweRlGenerateSamplesActor",
+                      "VLLMLock", "_QueueActor")  # fmt: skip
+
+
+def cluster_checks(rc: RehearsalCluster, work: Path) -> list[tuple[str, bool, str]]:
+    """Before the cluster goes: the trainer controllers ran on the head (the driver's node, launch.py's placement),
+    not on the killed node; the step during which the node died masked its lost samples (swe_rl_valid < 1, their
+    advantages zeroed) and training went on to the last step."""
+    head = str(rc.cluster.head_node.node_id)
+    table = rc.cluster.global_state.actor_table(None).values()
+    ctl = [
+        (a["ActorClassName"], a["Address"]["NodeID"])
+        for a in table
+        if a["ActorClassName"] in CONTROLLER_CLASSES
+    ]
+    out = [("trainer controllers on the driver's node", bool(ctl) and all(n == head for _, n in ctl),
+            f"{', '.join(sorted({c for c, _ in ctl})) or 'none found'} on "
+            f"{sorted({'head' if n == head else n[:8] for _, n in ctl})}")]  # fmt: skip
+    path = work / "metrics.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
+    lost = [r for r in rows if r.get("swe_rl_valid", 1.0) < 1.0]
+    out.append(("the lost samples masked, training went on", bool(lost) and all(r.get("swe_rl_adv_zeroed", 0) > 0 for r in lost),
+                "; ".join(f"step {r['step']}: valid {r.get('swe_rl_valid'):.2f}, advantage zeroed "
+                          f"{r.get('swe_rl_adv_zeroed', 0):.2f}" for r in rows) or f"no {path}"))  # fmt: skip
+    return out

@@ -256,7 +256,7 @@ def main() -> int:
     ov = overrides(work, rows, args) + (["async_train.enabled=true"] if args.async_train else [])
     rc = None
     if args.cluster:
-        from rehearsal_cluster import NodeKiller, RehearsalCluster, cluster_overrides
+        from rehearsal_cluster import NodeKiller, RehearsalCluster, cluster_checks, cluster_overrides
 
         from swe_rl.train.openrlhf.preflight import gpus_needed
 
@@ -264,7 +264,7 @@ def main() -> int:
             gpus_needed(load_config(OpenRLHFTrainConfig, files=[args.recipe], overrides=ov))
         )
         rc.killer = NodeKiller(rc)
-        ov += cluster_overrides(rc)
+        ov += cluster_overrides(rc, work)
         args.resume = False
     cfg = load_config(OpenRLHFTrainConfig, files=[args.recipe], overrides=ov)
     steps = len(tasks) * cfg.rollout.samples_per_prompt * cfg.optim.num_episodes // cfg.optim.train_batch_size
@@ -275,6 +275,8 @@ def main() -> int:
     try:
         error, t0, wall = run_phase(cfg, env, work, "run 1", rc)
         phases = [("run 1", error, wall, [tokenizer_check(cfg.model.path), *check(work, cfg, steps, t0)])]
+        if rc is not None:
+            phases[0][3].extend(cluster_checks(rc, work))
     finally:
         if rc is not None:
             rc.shutdown()
