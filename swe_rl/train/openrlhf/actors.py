@@ -212,8 +212,8 @@ QUEUE_MODULE = "openrlhf.trainer.ppo_trainer_async"
 def install_swe_rl_classes(node: str | None = None) -> None:
     """Put our classes in place of OpenRLHF's names in this (driver) process. Idempotent; call before running
     openrlhf.cli.train_ppo_ray. With `node` (placement.controller_node()), the trainer controllers (CONTROLLERS:
-    ours, upstream's PPOTrainerAsync and VLLMLock) and PPOTrainerAsync's queues get a soft node affinity to it: Ray
-    places them elsewhere only when that node cannot take them."""
+    ours, upstream's PPOTrainerAsync and VLLMLock) and PPOTrainerAsync's queues get a node affinity to it, soft (Ray
+    places them elsewhere only when that node cannot take them) but for VLLMLock's (below)."""
     from ray.util.queue import Queue
 
     for module, name, ours in REPLACEMENTS:

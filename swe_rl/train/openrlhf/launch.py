@@ -179,17 +179,11 @@ def run_openrlhf(
     )
     from swe_rl.train.openrlhf.placement import controller_node
 
-    node = (
-        controller_node()
-    )  # the driver's node: a lost sandbox node must not take the trainer's controller with it
-    echo(
-        f"trainer controllers on node {node}"
-        if node
-        else "trainer controllers: Ray's placement (no node with a CPU)"
-    )
-    install_swe_rl_classes(
-        node
-    )  # our ray.remote subclasses under OpenRLHF's names, before its CLI module runs
+    # the driver's node, so that a lost sandbox node does not take the trainer's controllers with it
+    node = controller_node()
+    echo(f"trainer controllers on node {node or '(none with a CPU: Ray places them)'}")
+    # our ray.remote subclasses under OpenRLHF's names, before its CLI module runs
+    install_swe_rl_classes(node)
     old_argv = sys.argv
     sys.argv = argv
     try:
