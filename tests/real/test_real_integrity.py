@@ -124,8 +124,8 @@ def test_gold_resolves_with_no_label(iid, real_tasks, real_manifest):
     task = real_tasks.tasks[iid]
     gold = asyncio_run(grade(task, task.patch, docker_factory(run_id="real-integrity")))
     integrity = gold.tests.get("integrity", {})
-    # an instance manifest.json marks `official_unresolved` (matplotlib: FreeType) is unresolved for that named
-    # reason, in the official harness too; it still gets no label
+    # an instance manifest.json marks `official_unresolved` (none since matplotlib got FreeType 2.6.1) is
+    # unresolved for that named reason, in the official harness too; it still gets no label
     unresolvable = bool(real_manifest.get(iid, {}).get("official_unresolved"))
     assert gold.resolved != unresolvable and gold.failure is None, (
         gold.failure,

@@ -80,7 +80,7 @@ def test_rules_alone_plan_what_the_removed_entry_did(rid, real_inputs):
     s, [(_, inst)] = open_inputs(real_inputs, [rid], offline=True)
     repo, version = inst.row["repo"], inst.row["version"]
     left = env_fixes(s.overrides, repo, version)
-    # what the rules give is in no entry left (matplotlib's keeps its FreeType/qhull configuration and libraries)
+    # what the rules give is in no entry left (matplotlib's keeps its FreeType 2.6.1 input, qhull and libraries)
     scm = [k for k in left.get("env", {}) if k.startswith("SETUPTOOLS_SCM")]
     assert not scm and "build_requirements" not in left, left
     assert "project" not in left or rid.startswith("scikit-learn"), (
