@@ -4,11 +4,11 @@ way upstream creates them (`Class.remote(...)`), after `install_swe_rl_classes` 
     PYTHONPATH=tests/openrlhf/cuda_fakes:. python tests/cluster/controller_main.py ADDRESS MODE OUT.json
 
 MODE `ours`: install_swe_rl_classes(placement.controller_node()), as launch.py; `plain`: install_swe_rl_classes()
-with no node (the placement before issue 59's fix). Each controller class is created N times with None for each required argument:
-Ray places the actor, then a trainer's __init__ fails on the first None it uses and the actor ends (no trainer is
-built; VLLMLock and the queues PPOTrainerAsync makes just start);
-the test reads the node each was placed on from the actor table. Its own process: OpenRLHF's modules import only with the
-flash-attn fake on the path, which must not leak into the other tests; the workers get the same path.
+with no node (the placement before issue 59's fix). Each controller class is created N times with None for each
+required argument: Ray places the actor, then a trainer's __init__ fails on the first None it uses and the actor
+ends (no trainer is built; VLLMLock and the queues PPOTrainerAsync makes just start). The test reads the node each
+was placed on from the actor table. Its own process: OpenRLHF's modules import only with the flash-attn fake on the
+path, which must not leak into the other tests; the workers get the same path.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ def main(address: str, mode: str, out: str) -> None:
     from swe_rl.train.openrlhf.actors import CONTROLLERS, QUEUE_MODULE, install_swe_rl_classes, user_class
     from swe_rl.train.openrlhf.placement import controller_node
 
+    if mode not in ("ours", "plain"):
+        raise SystemExit(f"MODE: expected 'ours' or 'plain', got {mode!r}")
     node = controller_node() if mode == "ours" else None
     install_swe_rl_classes(node)
     made = []
