@@ -150,6 +150,10 @@ class RaySandboxConfig(SandboxBackendConfig):
     )  # CPUs reserved for the actor itself (the container has its own limits)
     ray_address: str | None = None  # Ray to connect to when none is initialized; null = start a local one
     local_slots: float = Field(default=64.0, gt=0)  # amount of `resource` a local Ray started here advertises
+    # spread: sandboxes dealt over the nodes with `resource` in turn (Ray's SPREAD), so a lost node takes fewer
+    # episodes with it and no node's Docker runs them all; default: Ray's hybrid policy, which fills a node to
+    # half its resources before the next (the rehearsal lost a whole step's 8 sandboxes with one node).
+    scheduling: Literal["spread", "default"] = "spread"
 
     def build(self, *, image=None, copy_from=None, run_id=None, labels=None) -> Sandbox:
         from sandboxes.ray_backend import RaySandbox

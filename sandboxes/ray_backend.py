@@ -142,8 +142,10 @@ class RaySandbox:
         image, copy_from, run_id, labels = self._args
         copy_tar = await asyncio.to_thread(_tar_path, copy_from) if copy_from else None
         resources = {self.config.resource: self.config.resource_amount} if self.config.resource else None
-        # "DEFAULT": placed by its resource, never inside the caller's placement group. OpenRLHF's vLLM engines
-        # capture their children into theirs (GPU bundles without `sandbox`): Ray refused every sandbox at once.
+        # A named strategy ("SPREAD" or "DEFAULT"): placed by its resource, never inside the caller's placement
+        # group. OpenRLHF's vLLM engines capture their children into theirs (GPU bundles without `sandbox`): Ray
+        # refused every sandbox at once.
+        strategy = "SPREAD" if self.config.scheduling == "spread" else "DEFAULT"
         self._actor = (
             ray.remote(SandboxActor)
             .options(
@@ -151,7 +153,7 @@ class RaySandbox:
                 resources=resources,
                 max_restarts=0,
                 max_task_retries=0,
-                scheduling_strategy="DEFAULT",
+                scheduling_strategy=strategy,
             )
             .remote(self.config.inner.model_dump(mode="json"), image, copy_tar, run_id, labels)
         )

@@ -31,6 +31,9 @@ class PoolConfig(StrictModel):
     actor_resources: dict[str, float] | None = (
         None  # Ray resources per actor; None: {"sandbox": episodes_per_actor} on a Ray whose nodes advertise  # `sandbox` while the actor runs its own containers (docker/local backend), else none (docs/cluster.md)
     )
+    # spread: actors dealt over the nodes that can take them in turn (Ray's SPREAD; a lost node takes fewer
+    # episodes with it); default: Ray's hybrid policy, which fills a node to half its resources before the next
+    scheduling: Literal["spread", "default"] = "spread"
     placement_timeout: float = Field(
         120.0, gt=0
     )  # seconds an actor may wait for a node; then its episodes run on another actor, or end as actor_unplaceable

@@ -98,6 +98,7 @@ class RolloutPool:
             max_concurrency=self.cfg.episodes_per_actor,
             max_restarts=0,  # we replace dead actors ourselves and re-run their episodes exactly once
             max_task_retries=0,
+            scheduling_strategy="SPREAD" if self.cfg.scheduling == "spread" else "DEFAULT",
         ).remote(self._context_factory)
         # It gets episodes once this answers (the pool's _check_placement): with weights set, once they are
         # loaded (an async actor does not order calls: no episode may start before); else its pid.

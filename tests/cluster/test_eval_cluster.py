@@ -54,10 +54,11 @@ def test_ray_address_is_honoured_on_a_first_run_with_ray_sandboxes(ray_cluster, 
 
 def test_docker_sandboxes_run_only_on_sandbox_nodes(ray_cluster, tmp_path):
     """Failure 3 (placement): with the default Docker backend, rollout actors (0 CPUs, no resource) and with them
-    their containers landed on any node, the head included."""
+    their containers landed on any node, the head included. And spread (pool.scheduling, default spread): two
+    actors taking 1 of a node's 4 `sandbox` slots each went both to one node under Ray's default policy."""
     cl = ray_cluster
     before = set(new_actors(cl, set()))
-    args = ["--ray-address", cl.address, *TWO, "pool.num_actors=4", "pool.episodes_per_actor=1"]
+    args = ["--ray-address", cl.address, *TWO, "pool.num_actors=2", "pool.episodes_per_actor=1"]
     res = subprocess.run(
         eval_cmd(tmp_path, "placement", *args),
         cwd=REPO,
@@ -68,11 +69,12 @@ def test_docker_sandboxes_run_only_on_sandbox_nodes(ray_cluster, tmp_path):
     )
     assert res.returncode == 0, res.stderr[-3000:]
     workers = actors_by_class(cl, new_actors(cl, before)).get("RolloutWorker", [])
-    assert len(workers) == 4, workers
+    assert len(workers) == 2, workers
     names = {cl.node_id(n): name for name, n in [("head", cl.head), *cl.named_sandbox_nodes()]}
     placed = sorted(names.get(a["node"], a["node"][:8]) for a in workers)
     print(f"\nrollout actors (their containers with them) on: {placed}")
     assert "head" not in placed and all(p.startswith("sandbox-") for p in placed), placed
+    assert placed[0] != placed[1], f"both rollout actors on one node: {placed}"
 
 
 def test_a_head_node_with_a_running_cluster_and_no_ray_address(ray_cluster, tmp_path):
