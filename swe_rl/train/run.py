@@ -150,12 +150,24 @@ def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def changed_settings(config_file: Path, cfg: Any, may: tuple[str, ...]) -> list[str]:
+    """ "key: old -> new" for each setting of `cfg` (a pydantic model) that differs from the run's config.yaml,
+    except those under a prefix in `may` (a dotted key or its parent)."""
+    import yaml
+
+    old = _flat(yaml.safe_load(config_file.read_text()) or {})
+    new = _flat(cfg.model_dump(mode="json"))
+    return [
+        f"{k}: {old[k]!r} -> {new[k]!r}"
+        for k in sorted(set(old) & set(new))
+        if old[k] != new[k] and not any(k == m or k.startswith(m + ".") for m in may)
+    ]
+
+
 def check_run_dir(cfg: TrainConfig, resume: bool) -> None:
     """ConfigError where this command would mix two runs in runs/<name>: a fresh run into a folder that holds a
     run's checkpoints or metrics (its newest checkpoint would be the other run's), or `--resume` with settings the
     run was not trained with. A run's own config.yaml is what it was started with."""
-    import yaml
-
     from swe_rl.config import ConfigError
     from swe_rl.train.checkpoint import latest
 
@@ -171,14 +183,8 @@ def check_run_dir(cfg: TrainConfig, resume: bool) -> None:
         )
     if not resume or not run.config.is_file():
         return
-    old = _flat(yaml.safe_load(run.config.read_text()) or {})
-    new = _flat(cfg.model_dump(mode="json"))
-    may = (*RESUME_MAY_CHANGE, "out_dir", "name")  # a run folder moved elsewhere holds the same run
-    changed = [
-        f"{k}: {old[k]!r} -> {new[k]!r}"
-        for k in sorted(set(old) & set(new))
-        if old[k] != new[k] and not any(k == m or k.startswith(m + ".") for m in may)
-    ]
+    # a run folder moved elsewhere holds the same run
+    changed = changed_settings(run.config, cfg, (*RESUME_MAY_CHANGE, "out_dir", "name"))
     if changed:
         raise ConfigError(
             f"--resume of {run.root} with settings it was not trained with ({'; '.join(changed)}): a run's curves "

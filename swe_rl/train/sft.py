@@ -131,6 +131,44 @@ def load_or_make_transcripts(cfg: SFTConfig, path: Path, progress: Any = None) -
     return [t for t in have if (t["task_id"], bool(t.get("flawed"))) in keep]
 
 
+# what a rerun into the same folder may change: how the expert episodes are played and logged, not what is learnt
+SFT_MAY_CHANGE = ("out_dir", "name", "slots", "sandbox", "log_every", "model.threads")
+
+
+def check_sft_dir(cfg: SFTConfig, run: RunDir) -> Path | None:
+    """The folder's saved model when it was trained with these settings (a rerun reuses it: training is
+    deterministic); ConfigError when the folder holds an SFT run of other settings (its metrics would mix two runs);
+    None: train. A run cut short before its model was saved restarts: its metrics rows go aside to
+    metrics.interrupted.jsonl; the expert transcripts (expert.jsonl) are kept and reused."""
+    from swe_rl.config import ConfigError
+    from swe_rl.train.run import changed_settings
+
+    out = run.checkpoints / "sft"
+    rows = len(run.read_metrics())
+    if not run.config.is_file() or not (rows or (out / "config.json").is_file()):
+        return None
+    changed = changed_settings(run.config, cfg, SFT_MAY_CHANGE)
+    if changed:
+        raise ConfigError(
+            f"run directory {run.root} holds an SFT run with other settings ({'; '.join(changed)}): pass another "
+            f"name (-o name=...) or delete the directory; transcripts=<its expert.jsonl> reuses its demonstrations"
+        )
+    if (out / "config.json").is_file():
+        print(
+            f"sft: {out} was trained with these settings; reusing it (delete it to train again)", flush=True
+        )
+        return out
+    aside = (
+        run.root / "metrics.interrupted.jsonl"
+    )  # appended to: a second cut-short run keeps the first's rows
+    with aside.open("a") as f:
+        f.write(run.metrics.read_text())
+    run.metrics.unlink()
+    print(f"sft: the run in {run.root} stopped before saving its model; training again "
+          f"({rows} metrics rows moved to {aside.name})", flush=True)  # fmt: skip
+    return None
+
+
 def run_sft(cfg: SFTConfig, console: Any = None) -> Path:
     """Train and save; returns the folder holding model + tokenizer (runs/<name>/checkpoints/sft). Progress bars
     (plain lines when not on a terminal) go to `console` (default: stderr)."""
@@ -150,6 +188,9 @@ def _run_sft(cfg: SFTConfig, bars: Any) -> Path:
     if cfg.model.threads:
         torch.set_num_threads(cfg.model.threads)
     run = RunDir.create(cfg.out_dir, cfg.name)
+    done = check_sft_dir(cfg, run)
+    if done is not None:
+        return done
     run.save_config(cfg)
     cache = Path(cfg.transcripts) if cfg.transcripts else run.root / "expert.jsonl"
     trs = load_or_make_transcripts(cfg, cache, bars)
