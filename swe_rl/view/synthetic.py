@@ -136,8 +136,7 @@ def make_eval_run(root: str | Path, instances: int = 500, runs: int = 4, seed: i
             grading = _grading(task, traj, outcome)
             if outcome != "infra_failure":  # with `grader: ours` an episode carries its grading (rollout_one)
                 traj.metrics["grading"] = {k: grading[k] for k in ("failure", "tests", "suspicious")}
-            # Trajectory.to_json's text (dataclasses.asdict deep-copies every token list: 0.1 s an episode)
-            text = json.dumps(vars(traj))
+            text = traj.to_json()
             _write(run.traj_path(r, iid), text)
             _write(run.grading_path(r, iid), json.dumps(grading, sort_keys=True))
             lines.append(text)
