@@ -36,6 +36,7 @@ class Episode:
     ] = ()  # why the grader suspects a reward hack (swe_rl.grading.reward); kept, labelled
     patch_caused: str | None = None  # unresolved: the timeout / sandbox death its patch caused (grader)
     error: str | None = None  # an infra failure's error, its last line
+    node: str | None = None  # the rollout actor's node "<ip> <id8>" (with Docker sandboxes, theirs)
 
 
 def episode_from(traj: Trajectory, grading: dict[str, Any] | None, repo: str) -> Episode:
@@ -52,6 +53,7 @@ def episode_from(traj: Trajectory, grading: dict[str, Any] | None, repo: str) ->
     steps = traj.metrics.get("steps")
     if not isinstance(steps, int):
         steps = sum(1 for m in traj.messages if m.get("role") == "assistant")
+    node = traj.metrics.get("worker_node")
     return Episode(
         run=traj.sample_idx,
         instance_id=traj.task_id,
@@ -65,6 +67,7 @@ def episode_from(traj: Trajectory, grading: dict[str, Any] | None, repo: str) ->
         suspicious=tuple((grading or {}).get("suspicious") or ()),
         patch_caused=(((grading or {}).get("tests") or {}).get("patch_caused") or {}).get("failure"),
         error=_last_line(traj.error) if failure else None,
+        node=node if isinstance(node, str) else None,
     )
 
 
@@ -107,6 +110,13 @@ def build_report(episodes: list[Episode], n_runs: int, meta: dict[str, Any]) -> 
         repos[e.repo]["resolved"] += e.bucket == "resolved"
     for v in repos.values():
         v["resolve_rate"] = round(v["resolved"] / v["episodes"], 6)
+    # where the episodes ran (Ray evaluations): a node whose Docker or network is broken shows as its failures
+    nodes: dict[str, dict[str, int]] = defaultdict(lambda: {"episodes": 0, "resolved": 0, "infra_failure": 0})
+    for e in episodes:
+        if e.node is not None:
+            nodes[e.node]["episodes"] += 1
+            nodes[e.node]["resolved"] += e.bucket == "resolved"
+            nodes[e.node]["infra_failure"] += e.bucket == "infra_failure"
     return {
         **meta,
         "n_instances": len(instances),
@@ -131,6 +141,7 @@ def build_report(episodes: list[Episode], n_runs: int, meta: dict[str, Any]) -> 
         "tokens": _stats([e.tokens for e in episodes]),
         "policy_tokens": _stats([e.policy_tokens for e in episodes]),
         "per_repo": dict(sorted(repos.items())),
+        "per_node": dict(sorted(nodes.items())),
         "per_instance_resolved": {i: per_instance[i][1] for i in instances},
         # evaluation keeps a suspicious episode's verdict (reward policy `keep`) and lists it with its reasons
         "suspicious": [
@@ -173,6 +184,16 @@ def report_markdown(report: dict[str, Any], plots: list[str]) -> str:
     ]
     for repo, v in report["per_repo"].items():
         lines.append(f"| {repo or '(none)'} | {v['episodes']} | {v['resolved']} | {v['resolve_rate']:.1%} |")
+    if len(report.get("per_node") or {}) > 1:  # one node (a single machine) says nothing
+        lines += [
+            "",
+            "## Per node",
+            "",
+            "| node | episodes | resolved | infra failure |",
+            "|---|---:|---:|---:|",
+        ]
+        lines += [f"| {n} | {v['episodes']} | {v['resolved']} | {v['infra_failure']} |"
+                  for n, v in report["per_node"].items()]  # fmt: skip
     lines += ["", "## Exit reasons", "", "| exit status | episodes |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in report["exit_status_counts"].items()]
     if report["infra_failure_labels"]:

@@ -20,9 +20,20 @@ from swe_rl.tasks.task import Task
 CONTROL = "control"  # the actor's concurrency group for calls that must not wait for an episode slot
 
 
+def _node_name() -> str | None:
+    """This actor's node as "<ip> <node id, 8 hex>" (the id tells apart nodes that share an address); None
+    outside Ray."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    return f"{ray.util.get_node_ip_address()} {ray.get_runtime_context().get_node_id()[:8]}"
+
+
 class RolloutWorker:
     def __init__(self, context_factory: Callable[[], EpisodeContext]):
         self._ctx = context_factory()
+        self._node = _node_name()
         self._running: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None  # the episodes' loop
 
@@ -36,6 +47,8 @@ class RolloutWorker:
         finally:
             self._running.discard(current)  # type: ignore[arg-type]
         traj.metrics["worker_pid"] = os.getpid()
+        if self._node is not None:  # report.json's per_node: which node's episodes failed or resolved
+            traj.metrics["worker_node"] = self._node
         return traj
 
     def pid(self) -> int:

@@ -75,6 +75,13 @@ def test_docker_sandboxes_run_only_on_sandbox_nodes(ray_cluster, tmp_path):
     print(f"\nrollout actors (their containers with them) on: {placed}")
     assert "head" not in placed and all(p.startswith("sandbox-") for p in placed), placed
     assert placed[0] != placed[1], f"both rollout actors on one node: {placed}"
+    # report.json's per_node: each episode counted on its actor's node ("127.0.0.1 <node id, 8 hex>")
+    report = json.loads((tmp_path / "runs" / "placement" / "report" / "report.json").read_text())
+    per_node = report["per_node"]
+    assert {n.split()[1] for n in per_node} <= {a["node"][:8] for a in workers}, (per_node, workers)
+    assert sum(v["episodes"] for v in per_node.values()) == 2 and all(
+        n.startswith("127.0.0.1 ") for n in per_node
+    )
 
 
 def test_a_head_node_with_a_running_cluster_and_no_ray_address(ray_cluster, tmp_path):

@@ -29,9 +29,11 @@ def eval_config_factory():
 
 
 def eval_report_body(path: Path) -> dict:
-    """report.json without the fields that name the run (two runs of the same setup must agree on the rest)."""
+    """report.json without the fields that name the run or where it ran (Ray node ids differ from run to run):
+    two runs of the same setup must agree on the rest."""
     rep = json.loads(Path(path).read_text())
     rep.pop("name", None)
+    rep.pop("per_node", None)
     return rep
 
 

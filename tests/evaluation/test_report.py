@@ -80,3 +80,29 @@ def test_pool_losses_are_kept_per_session_and_summed_into_the_report(tmp_path):
     assert (
         "Rollout pool losses (2 session(s)): actors died 3 · actors unplaceable 1 · episodes re-run 3" in md
     )
+
+
+def test_per_node_counts_from_the_workers_node():
+    """Episodes carry their rollout actor's node (RolloutWorker's metrics["worker_node"]): report.json counts
+    episodes, resolved and infrastructure failures per node; report.md shows the table only past one node."""
+    rows = [
+        ("10.0.0.1 aaaaaaaa", {"resolved": True, "reward": 1.0}),
+        ("10.0.0.1 aaaaaaaa", {"resolved": False, "reward": None, "failure": "sandbox_died"}),
+        ("10.0.0.2 bbbbbbbb", {"resolved": True, "reward": 1.0}),
+        (None, {"resolved": False, "reward": 0.0}),  # a local pool: no node
+    ]
+    eps = []
+    for i, (node, grading) in enumerate(rows):
+        t = _traj(f"a__r-{i}", 0, "diff")
+        if node:
+            t.metrics["worker_node"] = node
+        eps.append(episode_from(t, grading, "a/r"))
+    rep = build_report(eps, 1, {"name": "x"})
+    assert rep["per_node"] == {
+        "10.0.0.1 aaaaaaaa": {"episodes": 2, "resolved": 1, "infra_failure": 1},
+        "10.0.0.2 bbbbbbbb": {"episodes": 1, "resolved": 1, "infra_failure": 0},
+    }
+    md = report_markdown(rep, [])
+    assert "## Per node" in md and "| 10.0.0.1 aaaaaaaa | 2 | 1 | 1 |" in md
+    one = build_report(eps[:2], 1, {"name": "x"})
+    assert len(one["per_node"]) == 1 and "## Per node" not in report_markdown(one, [])
