@@ -71,7 +71,8 @@ def _report_episode(ep: Episode) -> dict[str, Any]:
     return {"run": ep.sample, "instance_id": ep.instance, "repo": group, "bucket": ep.outcome,
             "exit_status": ep.exit, "steps": ep.steps, "tokens": ep.tokens, "policy_tokens": 0,
             "failure": ep.failure if ep.outcome == "infra_failure" else None, "suspicious": ep.suspicious,
-            "patch_caused": ((ep.tests.get("patch_caused") or {}).get("failure")), "error": None}  # fmt: skip
+            "patch_caused": ((ep.tests.get("patch_caused") or {}).get("failure")), "error": None,
+            "node": ep.node}  # fmt: skip
 
 
 def _load_manifest(view: Path, code: str) -> dict[str, Any]:

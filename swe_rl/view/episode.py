@@ -59,6 +59,7 @@ class Episode:
     error: str | None = None
     raw: list[tuple[str, str]] = field(default_factory=list)  # (label, path relative to the run root)
     mode: str = ""  # held-out: greedy / sampled
+    node: str | None = None  # the rollout actor's Ray node, "<ip> <id8>" (evaluation runs on Ray)
 
     def row(self) -> list[Any]:
         """The index line; columns in index order (swe_rl/view/assets/index.js reads them by position)."""
@@ -101,7 +102,8 @@ def _eval_episode(root: Path, src: Source) -> Episode:
     g = grading or traj.metrics.get("grading") or {}
     ep = Episode(src.key, "eval", traj.task_id, rep.repo, traj.sample_idx, None, rep.bucket, rep.exit_status,
                  rep.steps, rep.tokens, traj.reward, rep.failure, list(rep.suspicious), patch=traj.patch,
-                 tests=g.get("tests") or {}, log_tail=g.get("log_tail") or "", error=traj.error)  # fmt: skip
+                 tests=g.get("tests") or {}, log_tail=g.get("log_tail") or "", error=traj.error,
+                 node=rep.node)  # fmt: skip
     _fill_messages(ep, traj.messages, traj.entropy, traj.loss_mask)
     ep.raw = [("trajectory", src.files[0])] + ([("grading", src.files[1])] if grading else [])
     return ep

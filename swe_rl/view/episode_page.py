@@ -43,6 +43,7 @@ def render_episode(
         ("tokens", esc(ep.tokens)) if ep.kind != "grade" else None,
         ("reward", f'<span id="reward">{num(ep.reward, "{:g}")}</span>'),
         ("failure", esc(ep.failure)) if ep.failure else None,
+        ("node", esc(ep.node)) if ep.node else None,
         ("other runs", " · ".join(f'<a href="../../episodes/{esc(k)}.html">{esc(k.split("/")[0].replace("_", " "))}</a>'
                                   for k in siblings)) if siblings else None,
     ]  # fmt: skip

@@ -1,6 +1,6 @@
-"""The index page: the run's summary (resolve rate, Pass@k, per-repo table as report.md computes them; a training
-run's step curves as inline SVG), then the episode table that assets/index.js draws from index-data.js a page of
-rows at a time (filters, sort, pagination), so 2,000 episodes open as fast as 100.
+"""The index page: the run's summary (resolve rate, Pass@k, per-repo and per-node tables as report.md computes
+them; a training run's step curves as inline SVG), then the episode table that assets/index.js draws from
+index-data.js a page of rows at a time (filters, sort, pagination), so 2,000 episodes open as fast as 100.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ def render_index(info: RunInfo, report: dict[str, Any], n_rows: int) -> str:
         title = "Held-out and step episodes" if info.kind == "train" else "Summary"
         group = "episodes of" if info.kind == "train" else "repo"
         cards = _cards(report, info.kind != "train")  # Pass@k: k samples of one instance, not a step's groups
-        parts.append(f'<section id="summary"><h2>{title}</h2>{cards}{_repos(report, group)}</section>')
+        tables = _repos(report, group) + _nodes(report)
+        parts.append(f'<section id="summary"><h2>{title}</h2>{cards}{tables}</section>')
     parts.append(
         f'<section id="episodes"><h2>Episodes (<span id="shown">{n_rows}</span> of {n_rows})</h2>'
         '<div id="filters"></div><table id="table"><thead></thead><tbody></tbody></table>'
@@ -90,6 +91,16 @@ def _repos(r: dict[str, Any], group: str) -> str:
     rows = "".join(f"<tr><td>{esc(k or '(none)')}</td><td>{v['episodes']}</td><td>{v['resolved']}</td>"
                    f"<td>{v['resolve_rate']:.1%}</td></tr>" for k, v in r["per_repo"].items())  # fmt: skip
     return (f'<table id="per-repo"><thead><tr><th>{group}</th><th>episodes</th><th>resolved</th><th>resolve rate</th>'
+            f"</tr></thead><tbody>{rows}</tbody></table>")  # fmt: skip
+
+
+def _nodes(r: dict[str, Any]) -> str:
+    """Episodes per Ray node (report.json's per_node), past one node: a broken node shows as its failures."""
+    if len(r.get("per_node") or {}) < 2:
+        return ""
+    rows = "".join(f"<tr><td>{esc(k)}</td><td>{v['episodes']}</td><td>{v['resolved']}</td>"
+                   f"<td>{v['infra_failure']}</td></tr>" for k, v in r["per_node"].items())  # fmt: skip
+    return ('<table id="per-node"><thead><tr><th>node</th><th>episodes</th><th>resolved</th><th>infra failure</th>'
             f"</tr></thead><tbody>{rows}</tbody></table>")  # fmt: skip
 
 

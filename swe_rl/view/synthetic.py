@@ -28,6 +28,7 @@ VOCAB = 151_643  # Qwen2.5's regular tokens: ids of realistic width in the JSON
 OUTCOMES = [("resolved", 0.42), ("unresolved", 0.33), ("empty_patch", 0.1), ("infra_failure", 0.07),
             ("suspicious", 0.08)]  # fmt: skip
 INFRA_KINDS = ["sandbox_start_failed", "policy_server_error", "sandbox_died"]
+NODES = ["10.0.0.11 4f2a91c0", "10.0.0.12 b7d3e5a8"]  # two sandbox nodes, "<ip> <Ray node id, 8 hex>"
 EXITS_UNRESOLVED = ["submitted", "submitted", "max_steps", "format_errors", "context_limit"]
 
 
@@ -134,6 +135,7 @@ def make_eval_run(root: str | Path, instances: int = 500, runs: int = 4, seed: i
             outcome = rng.choices([o for o, _ in OUTCOMES], weights)[0]
             traj = _trajectory(task, iid, r, outcome, rng)
             grading = _grading(task, traj, outcome)
+            traj.metrics["worker_node"] = NODES[i % len(NODES)]  # its rollout actor's node (RolloutWorker)
             if outcome != "infra_failure":  # with `grader: ours` an episode carries its grading (rollout_one)
                 traj.metrics["grading"] = {k: grading[k] for k in ("failure", "tests", "suspicious")}
             text = traj.to_json()

@@ -57,6 +57,10 @@ def test_index_matches_the_runs_report_and_every_episode_has_a_page(run_copy):
     assert f'id="resolved-count">{report["counts"]["resolved"]}<' in index
     assert f'id="resolve-rate">{report["resolve_rate"]:.1%}<' in index
     assert f'id="pass-at-2">{report["pass@k"]["2"]:.1%}<' in index
+    # where the episodes ran: report.json's per_node (two nodes in the synthetic run), one row each
+    assert len(report["per_node"]) == 2 and sum(v["episodes"] for v in report["per_node"].values()) == 120
+    for node, v in report["per_node"].items():
+        assert f"<tr><td>{node}</td><td>{v['episodes']}</td><td>{v['resolved']}</td>" in index, node
     for r in got:
         assert (view / "episodes" / f"{r['key']}.html").is_file()
     assert digest(run_copy) == before, "swe-rl view changed the run's own files"
@@ -88,6 +92,8 @@ def test_episode_page_shows_turns_patch_tests_and_labels(run_copy):
     infra = next(r for r in got if r["outcome"] == "infra_failure")
     page = (res.view / "episodes" / f"{infra['key']}.html").read_text()
     assert "SandboxStartError" in page and infra["failure"] in page
+    node = json.loads((run_copy / "trajectories" / f"{infra['key']}.json").read_text())["metrics"]["worker_node"]
+    assert f"<dt>node</dt><dd>{node}</dd>" in page  # where it failed
 
 
 def test_rerun_writes_only_what_changed_and_drops_what_is_gone(run_copy):
