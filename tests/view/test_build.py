@@ -92,10 +92,8 @@ def test_episode_page_shows_turns_patch_tests_and_labels(run_copy):
     infra = next(r for r in got if r["outcome"] == "infra_failure")
     page = (res.view / "episodes" / f"{infra['key']}.html").read_text()
     assert "SandboxStartError" in page and infra["failure"] in page
-    node = json.loads((run_copy / "trajectories" / f"{infra['key']}.json").read_text())["metrics"][
-        "worker_node"
-    ]
-    assert f"<dt>node</dt><dd>{node}</dd>" in page  # where it failed
+    metrics = json.loads((run_copy / "trajectories" / f"{infra['key']}.json").read_text())["metrics"]
+    assert f"<dt>node</dt><dd>{metrics['worker_node']}</dd>" in page  # where it failed
 
 
 def test_rerun_writes_only_what_changed_and_drops_what_is_gone(run_copy):
