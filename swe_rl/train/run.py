@@ -151,7 +151,7 @@ def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def changed_settings(config_file: Path, cfg: Any, may: tuple[str, ...]) -> list[str]:
-    """ "key: old -> new" for each setting of `cfg` (a pydantic model) that differs from the run's config.yaml,
+    """Each setting of `cfg` (a pydantic model) that differs from the run's config.yaml, as "key: old -> new",
     except those under a prefix in `may` (a dotted key or its parent)."""
     import yaml
 

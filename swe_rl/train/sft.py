@@ -158,9 +158,8 @@ def check_sft_dir(cfg: SFTConfig, run: RunDir) -> Path | None:
             f"sft: {out} was trained with these settings; reusing it (delete it to train again)", flush=True
         )
         return out
-    aside = (
-        run.root / "metrics.interrupted.jsonl"
-    )  # appended to: a second cut-short run keeps the first's rows
+    # appended to: a second cut-short run keeps the first's rows
+    aside = run.root / "metrics.interrupted.jsonl"
     with aside.open("a") as f:
         f.write(run.metrics.read_text())
     run.metrics.unlink()

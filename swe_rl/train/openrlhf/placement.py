@@ -3,8 +3,9 @@
 Upstream makes PPOTrainer, PPOTrainerAsync and its TrainingActor / GenerateSamplesActor bare `@ray.remote` actors: one
 CPU to be placed, none held, so Ray's default policy may put them on any node, a sandbox node included, and a
 sandbox node lost mid-run then ends the whole run (ActorUnavailableError in `fit`). `install_swe_rl_classes(node)`
-gives them a soft affinity to the node chosen here. No trainer stack is imported: the driver and the preflight
-call it before OpenRLHF's modules load, and tests call `choose_controller_node` on plain node tables.
+gives them an affinity to the node chosen here (soft; hard for VLLMLock, which asks for no CPU). No trainer stack
+is imported: the driver and the preflight call it before OpenRLHF's modules load, and tests call
+`choose_controller_node` on plain node tables.
 """
 
 from __future__ import annotations
